@@ -1,0 +1,480 @@
+/*
+ * Client connection: a socket, a line framer and a small queue of messages
+ * read ahead of the one asked for. Starting the daemon follows tmux's
+ * client.c: try to connect; if nobody answers, take a lock, try again (a
+ * concurrent client may have started it meanwhile), and only then start
+ * gbrd, whose own lock guarantees one daemon per socket anyway.
+ */
+#include "gbr-config.h"
+
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "frame.h"
+#include "jsonrpc.h"
+#include "paths.h"
+#include "xmalloc.h"
+
+extern char **environ;
+
+/* Replies and events read but not yet handed out. */
+#define CLIENT_QUEUE_MAX	4096
+/* Longest line a client accepts from the daemon. */
+#define CLIENT_MAX_LINE		(64 * 1024 * 1024)
+
+struct client {
+	int		 fd;
+	struct frame	*frame;
+	json_t		*hello;
+	json_t		*queue;		/* array of messages read ahead */
+	long long	 next_id;
+	int		 eof;
+	char		*error;		/* a framing or parse error */
+	client_event_cb	 event_cb;
+	void		*event_arg;
+};
+
+/* Monotonic milliseconds. */
+static long long
+client_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Connects a socket to path; returns the fd or -1 with errno set. */
+static int
+client_dial(const char *path)
+{
+	struct sockaddr_un	sa;
+	int			fd, saved;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sa.sun_path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+/* Finds the gbrd binary: $GBRD, else beside this program, else $PATH. */
+static char *
+client_gbrd_path(void)
+{
+	const char	*env = getenv("GBRD");
+	char		 self[PATH_MAX], *dir, *path;
+	ssize_t		 n;
+
+	if (env != NULL && *env != '\0')
+		return xstrdup(env);
+	if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
+		self[n] = '\0';
+		dir = paths_dirname(self);
+		path = xasprintf("%s/gbrd", dir);
+		free(dir);
+		if (access(path, X_OK) == 0)
+			return path;
+		free(path);
+	}
+	return xstrdup("gbrd");
+}
+
+/* Runs gbrd in the background and waits until it says it is listening. */
+static int
+client_spawn_gbrd(const char *path, char **cause)
+{
+	char	*bin = client_gbrd_path();
+	char	*argv[] = { bin, (char *)"-s", (char *)path, NULL };
+	pid_t	 pid;
+	int	 status, r;
+
+	r = strchr(bin, '/') != NULL ?
+	    posix_spawn(&pid, bin, NULL, NULL, argv, environ) :
+	    posix_spawnp(&pid, bin, NULL, NULL, argv, environ);
+	if (r != 0) {
+		*cause = xasprintf("cannot start %s: %s", bin, strerror(r));
+		free(bin);
+		return -1;
+	}
+	/* gbrd's foreground part exits once the daemon listens. */
+	while (waitpid(pid, &status, 0) == -1) {
+		if (errno != EINTR) {
+			*cause = xasprintf("waitpid: %s", strerror(errno));
+			free(bin);
+			return -1;
+		}
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		*cause = xasprintf("%s could not start (see its message above)", bin);
+		free(bin);
+		return -1;
+	}
+	free(bin);
+	return 0;
+}
+
+/* Starts the daemon under the start lock unless somebody already answers. */
+int
+client_start_daemon(const char *path, char **cause)
+{
+	char		*dir, *lock;
+	long long	 deadline;
+	int		 fd, lfd, r = -1;
+
+	*cause = NULL;
+	if ((fd = client_dial(path)) != -1) {
+		close(fd);
+		return 0;
+	}
+	dir = paths_dirname(path);
+	if (paths_private_dir(dir, 1, cause) != 0) {
+		free(dir);
+		return -1;
+	}
+	free(dir);
+	lock = xasprintf("%s.start.lock", path);
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lfd == -1) {
+		*cause = xasprintf("cannot open %s: %s", lock, strerror(errno));
+		free(lock);
+		return -1;
+	}
+	/* Another client may be starting it: wait for its lock, bounded. */
+	deadline = client_now_ms() + 15000;
+	while (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+		if (client_now_ms() > deadline) {
+			*cause = xasprintf("timed out waiting for %s", lock);
+			goto out;
+		}
+		usleep(10 * 1000);
+	}
+	if ((fd = client_dial(path)) != -1) {
+		close(fd);
+		r = 0;
+		goto out;
+	}
+	r = client_spawn_gbrd(path, cause);
+out:
+	close(lfd);	/* releases the lock */
+	free(lock);
+	return r;
+}
+
+/* Connects and says hello. */
+struct client *
+client_connect(const char *path, enum client_start start, const char *name,
+    char **cause, int *unreachable)
+{
+	struct client	*cl;
+	json_t		*reply;
+	int		 fd;
+
+	*cause = NULL;
+	*unreachable = 0;
+	fd = client_dial(path);
+	if (fd == -1 && start == CLIENT_AUTOSTART &&
+	    (errno == ENOENT || errno == ECONNREFUSED)) {
+		if (client_start_daemon(path, cause) != 0) {
+			*unreachable = 1;
+			return NULL;
+		}
+		fd = client_dial(path);
+	}
+	if (fd == -1) {
+		*cause = xasprintf("cannot connect to %s: %s%s", path,
+		    strerror(errno), errno == ENOENT || errno == ECONNREFUSED ?
+		    " (is gbrd running? start it with 'gbrd' or 'gbrctl start')" : "");
+		*unreachable = 1;
+		return NULL;
+	}
+	cl = xcalloc(1, sizeof *cl);
+	cl->fd = fd;
+	cl->frame = frame_create(CLIENT_MAX_LINE);
+	cl->queue = json_array();
+	cl->next_id = 1;
+	reply = client_call(cl, "hello", json_pack("{s:i, s:s}", "protocol",
+	    GBR_PROTOCOL_VERSION, "client", name), 10000, cause);
+	if (reply == NULL) {
+		*unreachable = 1;
+		client_free(cl);
+		return NULL;
+	}
+	if (json_object_get(reply, "error") != NULL) {
+		*cause = xasprintf("the daemon refused us: %s (%s)",
+		    client_error_message(reply), client_error_kind(reply));
+		json_decref(reply);
+		client_free(cl);
+		return NULL;
+	}
+	cl->hello = json_incref(json_object_get(reply, "result"));
+	json_decref(reply);
+	return cl;
+}
+
+/* Closes and frees a client. */
+void
+client_free(struct client *cl)
+{
+	if (cl == NULL)
+		return;
+	close(cl->fd);
+	frame_free(cl->frame);
+	json_decref(cl->hello);
+	json_decref(cl->queue);
+	free(cl->error);
+	free(cl);
+}
+
+/* Returns hello's result. */
+json_t *
+client_hello(struct client *cl)
+{
+	return cl->hello;
+}
+
+/* Returns the socket. */
+int
+client_fd(struct client *cl)
+{
+	return cl->fd;
+}
+
+/* Sets the event callback. */
+void
+client_set_event_cb(struct client *cl, client_event_cb cb, void *arg)
+{
+	cl->event_cb = cb;
+	cl->event_arg = arg;
+}
+
+/* Framer callback: parse and queue one line. */
+static int
+client_line_cb(void *arg, const char *line, size_t len)
+{
+	struct client	*cl = arg;
+	struct rpc_msg	 msg;
+	json_t		*err;
+
+	if (rpc_parse(line, len, &msg, &err) != 0) {
+		free(cl->error);
+		cl->error = xasprintf("the daemon sent a malformed line: %s",
+		    json_string_value(json_object_get(json_object_get(
+		    json_object_get(err, "error"), "data"), "detail")));
+		json_decref(err);
+		return 1;
+	}
+	if (json_array_size(cl->queue) >= CLIENT_QUEUE_MAX) {
+		free(cl->error);
+		cl->error = xstrdup("too many unread messages from the daemon");
+		rpc_msg_release(&msg);
+		return 1;
+	}
+	json_array_append(cl->queue, msg.root);
+	rpc_msg_release(&msg);
+	return 0;
+}
+
+/* Reads more bytes into the queue, waiting up to timeout_ms. Returns 1 if
+ * something was read, 0 on timeout, -1 on error or end of input. */
+static int
+client_fill(struct client *cl, int timeout_ms, char **cause)
+{
+	struct pollfd	 pfd = { cl->fd, POLLIN, 0 };
+	char		 buf[65536];
+	ssize_t		 n;
+	int		 r;
+
+	if (cl->error != NULL) {
+		*cause = xstrdup(cl->error);
+		return -1;
+	}
+	if (cl->eof) {
+		*cause = xstrdup("the daemon closed the connection");
+		return -1;
+	}
+	do
+		r = poll(&pfd, 1, timeout_ms);
+	while (r == -1 && errno == EINTR);
+	if (r == 0)
+		return 0;
+	if (r < 0) {
+		*cause = xasprintf("poll: %s", strerror(errno));
+		return -1;
+	}
+	do
+		n = read(cl->fd, buf, sizeof buf);
+	while (n == -1 && errno == EINTR);
+	if (n < 0) {
+		*cause = xasprintf("read: %s", strerror(errno));
+		return -1;
+	}
+	if (n == 0) {
+		cl->eof = 1;
+		/* Messages read before the end still count. */
+		return json_array_size(cl->queue) > 0 ? 1 : (*cause =
+		    xstrdup("the daemon closed the connection"), -1);
+	}
+	if (frame_feed(cl->frame, buf, (size_t)n, client_line_cb, cl) ==
+	    FRAME_TOO_LARGE) {
+		*cause = xstrdup("the daemon sent an over-long line");
+		return -1;
+	}
+	if (cl->error != NULL && json_array_size(cl->queue) == 0) {
+		*cause = xstrdup(cl->error);
+		return -1;
+	}
+	return 1;
+}
+
+/* Takes the first queued message, if any. */
+static json_t *
+client_pop(struct client *cl)
+{
+	json_t	*msg;
+
+	if (json_array_size(cl->queue) == 0)
+		return NULL;
+	msg = json_incref(json_array_get(cl->queue, 0));
+	json_array_remove(cl->queue, 0);
+	return msg;
+}
+
+/* Reads the next message. */
+json_t *
+client_read(struct client *cl, int timeout_ms, char **cause)
+{
+	long long	 deadline = timeout_ms < 0 ? -1 : client_now_ms() + timeout_ms;
+	json_t		*msg;
+	int		 r, wait;
+
+	*cause = NULL;
+	for (;;) {
+		if ((msg = client_pop(cl)) != NULL)
+			return msg;
+		wait = -1;
+		if (deadline >= 0) {
+			wait = (int)(deadline - client_now_ms());
+			if (wait < 0)
+				wait = 0;
+		}
+		if ((r = client_fill(cl, wait, cause)) < 0)
+			return NULL;
+		if (r == 0)
+			return NULL;
+	}
+}
+
+/* Sends one line, all of it. */
+static int
+client_write(struct client *cl, const char *buf, size_t len, char **cause)
+{
+	ssize_t	n;
+
+	while (len > 0) {
+		n = send(cl->fd, buf, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			*cause = xasprintf("write: %s", strerror(errno));
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Sends a request without waiting. */
+long long
+client_send(struct client *cl, const char *method, json_t *params, char **cause)
+{
+	json_t		*req;
+	char		*line;
+	size_t		 len;
+	long long	 id = cl->next_id++;
+	int		 r;
+
+	*cause = NULL;
+	req = rpc_request(id, method, params);
+	line = rpc_encode(req, &len);
+	json_decref(req);
+	r = client_write(cl, line, len, cause);
+	free(line);
+	return r == 0 ? id : -1;
+}
+
+/* Sends a request and waits for its response. */
+json_t *
+client_call(struct client *cl, const char *method, json_t *params,
+    int timeout_ms, char **cause)
+{
+	long long	 id, deadline;
+	json_t		*msg, *mid;
+	int		 wait;
+
+	if ((id = client_send(cl, method, params, cause)) < 0)
+		return NULL;
+	deadline = timeout_ms < 0 ? -1 : client_now_ms() + timeout_ms;
+	for (;;) {
+		wait = -1;
+		if (deadline >= 0 && (wait = (int)(deadline - client_now_ms())) < 0)
+			wait = 0;
+		if ((msg = client_read(cl, wait, cause)) == NULL) {
+			if (*cause == NULL)
+				*cause = xasprintf("no reply to %s within %d ms",
+				    method, timeout_ms);
+			return NULL;
+		}
+		mid = json_object_get(msg, "id");
+		if (json_object_get(msg, "method") != NULL) {
+			if (cl->event_cb != NULL)
+				cl->event_cb(cl->event_arg, msg);
+		} else if (json_is_integer(mid) && json_integer_value(mid) == id)
+			return msg;
+		else if (json_is_null(mid) && json_object_get(msg, "error") != NULL)
+			return msg;	/* an error the daemon could not tie to a request */
+		json_decref(msg);
+	}
+}
+
+/* Returns error.data.kind of a response, or NULL. */
+const char *
+client_error_kind(const json_t *response)
+{
+	return rpc_error_kind(json_object_get(response, "error"));
+}
+
+/* Returns error.message of a response, or NULL. */
+const char *
+client_error_message(const json_t *response)
+{
+	return json_string_value(json_object_get(json_object_get(response,
+	    "error"), "message"));
+}

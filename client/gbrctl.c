@@ -1,0 +1,378 @@
+/*
+ * gbrctl: the scripting client. One command per call, chosen from a table
+ * (smtpctl's model). Exit codes are part of the contract (DESIGN.md 3):
+ * 0 ok, 1 the daemon answered with an error, 2 usage error, 3 the daemon
+ * cannot be reached.
+ */
+#include "gbr-config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "jsonrpc.h"
+#include "paths.h"
+#include "xmalloc.h"
+
+#define EXIT_OK		0
+#define EXIT_ERROR	1
+#define EXIT_USAGE	2
+#define EXIT_UNREACHABLE 3
+
+struct ctl {
+	char		*socket;
+	int		 json;
+	int		 timeout_ms;
+	struct client	*cl;
+};
+
+struct cmd {
+	const char	*name;
+	const char	*args;
+	const char	*help;
+	int		(*fn)(struct ctl *, int, char **);
+	int		 flags;
+#define CMD_CONNECT	0x1	/* needs a connection to a running daemon */
+	int		 min_args;
+	int		 max_args;
+};
+
+static int	cmd_status(struct ctl *, int, char **);
+static int	cmd_ping(struct ctl *, int, char **);
+static int	cmd_start(struct ctl *, int, char **);
+static int	cmd_shutdown(struct ctl *, int, char **);
+static int	cmd_call(struct ctl *, int, char **);
+
+static const struct cmd cmds[] = {
+	{ "status", "", "show the daemon's state, limits and active security layers",
+	    cmd_status, CMD_CONNECT, 0, 0 },
+	{ "ping", "", "check that the daemon answers",
+	    cmd_ping, CMD_CONNECT, 0, 0 },
+	{ "start", "", "start the daemon if it is not running",
+	    cmd_start, 0, 0, 0 },
+	{ "shutdown", "", "stop the daemon cleanly",
+	    cmd_shutdown, CMD_CONNECT, 0, 0 },
+	{ "call", "METHOD [JSON-PARAMS]", "call any method; print its result as JSON",
+	    cmd_call, CMD_CONNECT, 1, 2 },
+};
+
+/* Prints usage. */
+static void
+usage(FILE *f)
+{
+	size_t	i;
+
+	fprintf(f,
+"usage: gbrctl [--socket PATH] [--json] [--timeout MS] COMMAND [ARGS...]\n"
+"\n"
+"Controls the gbr daemon (gbrd) from scripts.\n"
+"\n"
+"Commands:\n");
+	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+		fprintf(f, "  %-9s %-22s %s\n", cmds[i].name, cmds[i].args,
+		    cmds[i].help);
+	fprintf(f,
+"\n"
+"Options:\n"
+"  -s, --socket PATH  daemon socket (default: $GBR_SOCKET, else\n"
+"                     $XDG_RUNTIME_DIR/gbr/gbrd.sock, else /tmp/gbr-$UID/gbrd.sock)\n"
+"  -j, --json         machine-readable output: one JSON value per line\n"
+"  -t, --timeout MS   how long to wait for a reply (default 30000; 0 = forever)\n"
+"  -h, --help         this help\n"
+"  -V, --version      print the version\n"
+"\n"
+"Exit status: 0 ok, 1 the daemon answered with an error, 2 usage error,\n"
+"3 the daemon cannot be reached.\n"
+"\n"
+"Examples:\n"
+"  gbrctl status\n"
+"  gbrctl --json call daemon.status\n"
+"  gbrctl call hello '{\"protocol\":1}'\n");
+}
+
+/* Prints a JSON value on one line. */
+static void
+print_json(const json_t *v)
+{
+	char	*s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	if (s != NULL)
+		printf("%s\n", s);
+	free(s);
+}
+
+/* Reports an error response; returns the exit code for it. */
+static int
+report_error(struct ctl *ctl, const json_t *reply)
+{
+	if (ctl->json)
+		print_json(json_object_get(reply, "error"));
+	else
+		fprintf(stderr, "gbrctl: %s (%s)\n",
+		    client_error_message(reply) != NULL ?
+		    client_error_message(reply) : "error",
+		    client_error_kind(reply) != NULL ?
+		    client_error_kind(reply) : "unknown");
+	return EXIT_ERROR;
+}
+
+/* Calls a method; on success stores the result (new reference). */
+static int
+ctl_call(struct ctl *ctl, const char *method, json_t *params, json_t **result)
+{
+	json_t	*reply;
+	char	*cause;
+	int	 r;
+
+	reply = client_call(ctl->cl, method, params,
+	    ctl->timeout_ms == 0 ? -1 : ctl->timeout_ms, &cause);
+	if (reply == NULL) {
+		fprintf(stderr, "gbrctl: %s\n", cause);
+		free(cause);
+		return EXIT_UNREACHABLE;
+	}
+	if (json_object_get(reply, "error") != NULL) {
+		r = report_error(ctl, reply);
+		json_decref(reply);
+		return r;
+	}
+	*result = json_incref(json_object_get(reply, "result"));
+	json_decref(reply);
+	return EXIT_OK;
+}
+
+/* Prints an object as "key.sub: value" lines, for people. */
+static void
+print_flat(const char *prefix, const json_t *v)
+{
+	const char	*key;
+	json_t		*sub;
+	char		*name, *s;
+
+	if (json_is_object(v) && json_object_size(v) > 0) {
+		json_object_foreach((json_t *)v, key, sub) {
+			name = *prefix != '\0' ? xasprintf("%s.%s", prefix, key) :
+			    xstrdup(key);
+			print_flat(name, sub);
+			free(name);
+		}
+		return;
+	}
+	if (json_is_string(v))
+		printf("%-28s %s\n", prefix, json_string_value(v));
+	else if (json_is_null(v))
+		printf("%-28s -\n", prefix);
+	else {
+		s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		printf("%-28s %s\n", prefix, s != NULL ? s : "?");
+		free(s);
+	}
+}
+
+/* status: the daemon's state. */
+static int
+cmd_status(struct ctl *ctl, int argc, char **argv)
+{
+	json_t		*st;
+	long long	 up;
+	int		 r;
+
+	if ((r = ctl_call(ctl, "daemon.status", NULL, &st)) != EXIT_OK)
+		return r;
+	if (ctl->json)
+		print_json(st);
+	else {
+		up = json_integer_value(json_object_get(st, "uptime_ms")) / 1000;
+		printf("gbrd %s (pid %lld), up %lldh%02lldm%02llds, epoch %s\n",
+		    json_string_value(json_object_get(st, "version")),
+		    (long long)json_integer_value(json_object_get(st, "pid")),
+		    up / 3600, up / 60 % 60, up % 60,
+		    json_string_value(json_object_get(st, "epoch")));
+		json_object_del(st, "version");
+		json_object_del(st, "pid");
+		json_object_del(st, "epoch");
+		json_object_del(st, "uptime_ms");
+		json_object_del(st, "server");
+		print_flat("", st);
+	}
+	json_decref(st);
+	return EXIT_OK;
+}
+
+/* ping: a round trip. */
+static int
+cmd_ping(struct ctl *ctl, int argc, char **argv)
+{
+	json_t	*res;
+	int	 r;
+
+	if ((r = ctl_call(ctl, "daemon.ping", NULL, &res)) != EXIT_OK)
+		return r;
+	if (ctl->json)
+		print_json(res);
+	else
+		printf("gbrd is alive (epoch %s)\n", json_string_value(
+		    json_object_get(client_hello(ctl->cl), "epoch")));
+	json_decref(res);
+	return EXIT_OK;
+}
+
+/* start: starts the daemon unless it runs. */
+static int
+cmd_start(struct ctl *ctl, int argc, char **argv)
+{
+	char	*cause;
+
+	if (client_start_daemon(ctl->socket, &cause) != 0) {
+		fprintf(stderr, "gbrctl: %s\n", cause);
+		free(cause);
+		return EXIT_UNREACHABLE;
+	}
+	if (ctl->json)
+		printf("{\"running\":true,\"socket\":\"%s\"}\n", ctl->socket);
+	else
+		printf("gbrd is running on %s\n", ctl->socket);
+	return EXIT_OK;
+}
+
+/* shutdown: stops the daemon. */
+static int
+cmd_shutdown(struct ctl *ctl, int argc, char **argv)
+{
+	json_t	*res;
+	int	 r;
+
+	if ((r = ctl_call(ctl, "daemon.shutdown", NULL, &res)) != EXIT_OK)
+		return r;
+	if (ctl->json)
+		print_json(res);
+	else
+		printf("gbrd is stopping\n");
+	json_decref(res);
+	return EXIT_OK;
+}
+
+/* call METHOD [JSON]: any method, raw. */
+static int
+cmd_call(struct ctl *ctl, int argc, char **argv)
+{
+	json_error_t	 jerr;
+	json_t		*params = NULL, *res;
+	int		 r;
+
+	if (argc == 2) {
+		params = json_loads(argv[1], JSON_REJECT_DUPLICATES, &jerr);
+		if (params == NULL) {
+			fprintf(stderr, "gbrctl: JSON-PARAMS is not valid JSON: "
+			    "%s (column %d)\n", jerr.text, jerr.column);
+			return EXIT_USAGE;
+		}
+		if (!json_is_object(params) && !json_is_array(params)) {
+			fprintf(stderr, "gbrctl: JSON-PARAMS must be an object "
+			    "or an array\n");
+			json_decref(params);
+			return EXIT_USAGE;
+		}
+	}
+	if ((r = ctl_call(ctl, argv[0], params, &res)) != EXIT_OK)
+		return r;
+	print_json(res);
+	json_decref(res);
+	return EXIT_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket",	required_argument,	NULL, 's' },
+		{ "json",	no_argument,		NULL, 'j' },
+		{ "timeout",	required_argument,	NULL, 't' },
+		{ "help",	no_argument,		NULL, 'h' },
+		{ "version",	no_argument,		NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct ctl		 ctl;
+	const struct cmd	*cmd = NULL;
+	const char		*socket_flag = NULL;
+	char			*cause, *end, name[64];
+	size_t			 i;
+	long			 t;
+	int			 ch, r, unreachable;
+
+	memset(&ctl, 0, sizeof ctl);
+	ctl.timeout_ms = 30000;
+	/* '+': options stop at the command, so its arguments may start with '-'. */
+	while ((ch = getopt_long(argc, argv, "+s:jt:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			socket_flag = optarg;
+			break;
+		case 'j':
+			ctl.json = 1;
+			break;
+		case 't':
+			errno = 0;
+			t = strtol(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || t < 0 || t > 86400000) {
+				fprintf(stderr, "gbrctl: --timeout takes "
+				    "milliseconds from 0 to 86400000\n");
+				return EXIT_USAGE;
+			}
+			ctl.timeout_ms = (int)t;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case 'V':
+			printf("gbrctl %s\n", PACKAGE_VERSION);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc == 0) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[0], "help") == 0) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		if (strcmp(cmds[i].name, argv[0]) == 0)
+			cmd = &cmds[i];
+	}
+	if (cmd == NULL) {
+		fprintf(stderr, "gbrctl: unknown command '%s' (gbrctl --help "
+		    "lists them)\n", argv[0]);
+		return EXIT_USAGE;
+	}
+	if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
+		fprintf(stderr, "usage: gbrctl %s %s\n", cmd->name, cmd->args);
+		return EXIT_USAGE;
+	}
+	ctl.socket = paths_socket(socket_flag);
+	if (cmd->flags & CMD_CONNECT) {
+		snprintf(name, sizeof name, "gbrctl/%s", PACKAGE_VERSION);
+		ctl.cl = client_connect(ctl.socket, CLIENT_NO_START, name, &cause,
+		    &unreachable);
+		if (ctl.cl == NULL) {
+			fprintf(stderr, "gbrctl: %s\n", cause);
+			free(cause);
+			free(ctl.socket);
+			return unreachable ? EXIT_UNREACHABLE : EXIT_ERROR;
+		}
+	}
+	r = cmd->fn(&ctl, argc - 1, argv + 1);
+	client_free(ctl.cl);
+	free(ctl.socket);
+	return r;
+}

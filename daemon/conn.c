@@ -1,0 +1,478 @@
+/*
+ * Client connections. The hot path is short on purpose: one read(2) into a
+ * shared buffer, lines framed in place, every reply of the batch queued and
+ * written with one writev(2) at the end. libevent tells us when the socket is
+ * readable or writable; we do the I/O ourselves instead of using
+ * bufferevents, which would add a copy and extra system calls per round trip.
+ *
+ * Bounds: a line over the maximum gets too_large and the connection closes
+ * without reading the rest; replies to a client's own requests stop its
+ * reading while its queue is above a high-water mark (backpressure); events
+ * that push a queue over its limit evict the client (a final "evicted" event,
+ * then close). So one client can never make the daemon grow without bound.
+ */
+#include "gbr-config.h"
+
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "config.h"
+#include "conn.h"
+#include "dispatch.h"
+#include "frame.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#define CONN_HELLO	0x01	/* hello succeeded */
+#define CONN_CLOSED	0x02	/* socket closed, off the list */
+#define CONN_DRAINING	0x04	/* no more reads; close once flushed */
+#define CONN_EVICTED	0x08	/* queue overflowed; nothing more is queued */
+#define CONN_IN_READ	0x10	/* handling a read: replies are batched */
+#define CONN_PAUSED	0x20	/* reading paused by backpressure */
+
+/* How long a draining client gets to read what is left. */
+#define CONN_GRACE_SEC	2
+
+struct conn {
+	uint64_t	 id;
+	int		 fd;
+	uid_t		 uid;
+	pid_t		 pid;
+	int		 flags;
+	int		 refs;
+	unsigned	 pending;	/* requests not yet answered */
+	char		*why;		/* why it is draining */
+	struct event	*ev_read;
+	struct event	*ev_write;
+	struct event	*ev_grace;
+	struct frame	*frame;
+	struct evbuffer	*out;
+	size_t		 out_max;
+	char		 client[64];
+	TAILQ_ENTRY(conn) entry;
+};
+
+static TAILQ_HEAD(, conn) conn_list = TAILQ_HEAD_INITIALIZER(conn_list);
+static struct event_base	*conn_base;
+static unsigned			 conn_n;
+static uint64_t			 conn_next_id = 1;
+static uint64_t			 conn_evicted_n;
+/* One read buffer for all: the loop is single-threaded. */
+static char			 conn_rbuf[64 * 1024];
+
+static void	conn_read_cb(evutil_socket_t, short, void *);
+static void	conn_write_cb(evutil_socket_t, short, void *);
+static void	conn_grace_cb(evutil_socket_t, short, void *);
+static void	conn_flush(struct conn *);
+
+/* Sets the event base. */
+void
+conn_init(struct event_base *base)
+{
+	conn_base = base;
+}
+
+/* Wraps a connected socket. */
+struct conn *
+conn_create(int fd, uid_t uid, pid_t pid)
+{
+	const struct config	*cfg = config_get();
+	struct conn		*c = xcalloc(1, sizeof *c);
+
+	c->id = conn_next_id++;
+	c->fd = fd;
+	c->uid = uid;
+	c->pid = pid;
+	c->refs = 1;		/* the list's reference */
+	c->frame = frame_create(cfg->max_line_bytes);
+	c->out = evbuffer_new();
+	c->out_max = cfg->client_queue_bytes;
+	if (c->out == NULL)
+		fatalx("evbuffer_new failed");
+	c->ev_read = event_new(conn_base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
+	c->ev_write = event_new(conn_base, fd, EV_WRITE | EV_PERSIST, conn_write_cb, c);
+	c->ev_grace = evtimer_new(conn_base, conn_grace_cb, c);
+	if (c->ev_read == NULL || c->ev_write == NULL || c->ev_grace == NULL)
+		fatalx("event_new failed");
+	event_add(c->ev_read, NULL);
+	TAILQ_INSERT_TAIL(&conn_list, c, entry);
+	conn_n++;
+	log_debug("client %llu connected (pid %ld)", (unsigned long long)c->id,
+	    (long)pid);
+	return c;
+}
+
+/* Frees a connection from the loop once nothing refers to it. */
+static void
+conn_free_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c = arg;
+
+	event_free(c->ev_read);
+	event_free(c->ev_write);
+	event_free(c->ev_grace);
+	frame_free(c->frame);
+	evbuffer_free(c->out);
+	free(c->why);
+	free(c);
+}
+
+/* Takes a reference. */
+void
+conn_ref(struct conn *c)
+{
+	c->refs++;
+}
+
+/* Drops a reference; the last one schedules the free (never inline). */
+void
+conn_unref(struct conn *c)
+{
+	if (--c->refs > 0)
+		return;
+	if (event_base_once(conn_base, -1, EV_TIMEOUT, conn_free_cb, c, NULL) != 0)
+		fatalx("event_base_once failed");
+}
+
+/* Closes the socket now and leaves the list. */
+void
+conn_close(struct conn *c, const char *why)
+{
+	if (c->flags & CONN_CLOSED)
+		return;
+	c->flags |= CONN_CLOSED;
+	event_del(c->ev_read);
+	event_del(c->ev_write);
+	event_del(c->ev_grace);
+	close(c->fd);
+	c->fd = -1;
+	TAILQ_REMOVE(&conn_list, c, entry);
+	conn_n--;
+	dispatch_conn_closed(c);
+	log_debug("client %llu closed: %s", (unsigned long long)c->id,
+	    why != NULL ? why : (c->why != NULL ? c->why : "closed"));
+	conn_unref(c);
+}
+
+/* Stops reading and closes once the queue is written. */
+void
+conn_close_after_flush(struct conn *c, const char *why)
+{
+	if (c->flags & (CONN_CLOSED | CONN_DRAINING))
+		return;
+	c->flags |= CONN_DRAINING;
+	free(c->why);
+	c->why = xstrdup(why);
+	event_del(c->ev_read);
+	if (!(c->flags & CONN_IN_READ))
+		conn_flush(c);
+}
+
+/* The client had its grace time to read the rest and did not. */
+static void
+conn_grace_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c = arg;
+
+	conn_close(c, "did not read its last messages in time");
+}
+
+/* Closes a draining connection if nothing is left to do. */
+static void
+conn_maybe_finish(struct conn *c)
+{
+	struct timeval	tv = { CONN_GRACE_SEC, 0 };
+
+	if (!(c->flags & CONN_DRAINING) || (c->flags & CONN_CLOSED) ||
+	    c->pending > 0)
+		return;
+	if (evbuffer_get_length(c->out) == 0)
+		conn_close(c, NULL);
+	else if (!evtimer_pending(c->ev_grace, NULL))
+		evtimer_add(c->ev_grace, &tv);
+}
+
+/* Writes what is queued; waits for EV_WRITE if the socket is full. */
+static void
+conn_flush(struct conn *c)
+{
+	size_t	left;
+	int	n;
+
+	if (c->flags & CONN_CLOSED)
+		return;
+	if ((left = evbuffer_get_length(c->out)) > 0) {
+		n = evbuffer_write(c->out, c->fd);
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+		    errno != EINTR) {
+			conn_close(c, errno == EPIPE || errno == ECONNRESET ?
+			    "peer went away" : "write error");
+			return;
+		}
+		left = evbuffer_get_length(c->out);
+	}
+	if (left > 0) {
+		if (!event_pending(c->ev_write, EV_WRITE, NULL))
+			event_add(c->ev_write, NULL);
+	} else if (event_pending(c->ev_write, EV_WRITE, NULL))
+		event_del(c->ev_write);
+	/* Backpressure: resume reading once the queue has drained enough. */
+	if ((c->flags & CONN_PAUSED) && left <= c->out_max / 4) {
+		c->flags &= ~CONN_PAUSED;
+		if (!(c->flags & CONN_DRAINING))
+			event_add(c->ev_read, NULL);
+	}
+	conn_maybe_finish(c);
+}
+
+/* The socket can take more. */
+static void
+conn_write_cb(evutil_socket_t fd, short events, void *arg)
+{
+	conn_flush(arg);
+}
+
+/* jansson dump callback: appends to an evbuffer. */
+static int
+conn_dump_cb(const char *buf, size_t len, void *arg)
+{
+	return evbuffer_add(arg, buf, len);
+}
+
+/* Appends one message as a line, without any limit check. */
+static void
+conn_append(struct conn *c, const json_t *msg)
+{
+	if (json_dump_callback(msg, conn_dump_cb, c->out, JSON_COMPACT) != 0 ||
+	    evbuffer_add(c->out, "\n", 1) != 0)
+		fatalx("cannot queue a message");
+}
+
+/* Gives up on a client that is too far behind: keep the line being sent,
+ * drop the rest, say why, and close after a grace time. */
+static void
+conn_evict(struct conn *c)
+{
+	struct evbuffer_ptr	 eol;
+	struct evbuffer		*keep;
+	size_t			 queued = evbuffer_get_length(c->out);
+	json_t			*ev;
+
+	c->flags |= CONN_EVICTED;
+	conn_evicted_n++;
+	eol = evbuffer_search_eol(c->out, NULL, NULL, EVBUFFER_EOL_LF);
+	if ((keep = evbuffer_new()) == NULL)
+		fatalx("evbuffer_new failed");
+	if (eol.pos >= 0)
+		evbuffer_remove_buffer(c->out, keep, (size_t)eol.pos + 1);
+	evbuffer_free(c->out);
+	c->out = keep;
+	ev = rpc_notification("event", json_pack("{s:s, s:s, s:I, s:I}",
+	    "type", "evicted", "reason", "output queue over its limit",
+	    "queued_bytes", (json_int_t)queued, "limit_bytes",
+	    (json_int_t)c->out_max));
+	conn_append(c, ev);
+	json_decref(ev);
+	log_warn("client %llu evicted: %zu bytes queued, limit %zu",
+	    (unsigned long long)c->id, queued, c->out_max);
+	conn_close_after_flush(c, "evicted");
+}
+
+/* Queues a message, evicting the client if its queue overflows. */
+int
+conn_send(struct conn *c, const json_t *msg)
+{
+	if (c->flags & (CONN_CLOSED | CONN_EVICTED))
+		return -1;
+	conn_append(c, msg);
+	if (evbuffer_get_length(c->out) > c->out_max) {
+		conn_evict(c);
+		return -1;
+	}
+	if (!(c->flags & CONN_IN_READ))
+		conn_flush(c);
+	return 0;
+}
+
+/* Queues framed bytes, evicting the client if its queue overflows. */
+int
+conn_send_raw(struct conn *c, const char *buf, size_t len)
+{
+	if (c->flags & (CONN_CLOSED | CONN_EVICTED))
+		return -1;
+	if (evbuffer_add(c->out, buf, len) != 0)
+		fatalx("cannot queue a message");
+	if (evbuffer_get_length(c->out) > c->out_max) {
+		conn_evict(c);
+		return -1;
+	}
+	if (!(c->flags & CONN_IN_READ))
+		conn_flush(c);
+	return 0;
+}
+
+/* Framer callback: one complete line from the client. */
+static int
+conn_line_cb(void *arg, const char *line, size_t len)
+{
+	struct conn	*c = arg;
+
+	if (c->flags & (CONN_CLOSED | CONN_DRAINING))
+		return 1;
+	dispatch_line(c, line, len);
+	return (c->flags & (CONN_CLOSED | CONN_DRAINING)) != 0;
+}
+
+/* The socket is readable: one read, every complete line handled, one flush. */
+static void
+conn_read_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c = arg;
+	ssize_t		 n;
+	json_t		*reply;
+
+	n = read(c->fd, conn_rbuf, sizeof conn_rbuf);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		conn_close(c, "read error");
+		return;
+	}
+	if (n == 0) {
+		/* The peer closed its side: answer what it sent, then close. */
+		conn_close_after_flush(c, "end of input");
+		return;
+	}
+	conn_ref(c);
+	c->flags |= CONN_IN_READ;
+	if (frame_feed(c->frame, conn_rbuf, (size_t)n, conn_line_cb, c) ==
+	    FRAME_TOO_LARGE && !(c->flags & CONN_CLOSED)) {
+		reply = rpc_error(NULL, GBR_ERR_TOO_LARGE, "line too long",
+		    json_pack("{s:I}", "max_bytes",
+		    (json_int_t)frame_max(c->frame)));
+		conn_append(c, reply);
+		json_decref(reply);
+		log_info("client %llu sent a line over %zu bytes; closing",
+		    (unsigned long long)c->id, frame_max(c->frame));
+		conn_close_after_flush(c, "line too long");
+	}
+	c->flags &= ~CONN_IN_READ;
+	if (!(c->flags & (CONN_CLOSED | CONN_DRAINING | CONN_PAUSED)) &&
+	    evbuffer_get_length(c->out) > c->out_max / 2) {
+		c->flags |= CONN_PAUSED;
+		event_del(c->ev_read);
+	}
+	conn_flush(c);
+	conn_unref(c);
+}
+
+/* Counts a request that will be answered later. */
+void
+conn_request_begin(struct conn *c)
+{
+	c->pending++;
+}
+
+/* A request was answered (or dropped). */
+void
+conn_request_end(struct conn *c)
+{
+	if (c->pending > 0)
+		c->pending--;
+	if (!(c->flags & CONN_IN_READ))
+		conn_flush(c);
+}
+
+/* Returns the connection's id. */
+uint64_t
+conn_id(const struct conn *c)
+{
+	return c->id;
+}
+
+/* Returns the peer's pid as the kernel saw it at connect time. */
+pid_t
+conn_pid(const struct conn *c)
+{
+	return c->pid;
+}
+
+/* Tells whether nothing more can be sent. */
+int
+conn_closing(const struct conn *c)
+{
+	return (c->flags & (CONN_CLOSED | CONN_EVICTED | CONN_DRAINING)) != 0;
+}
+
+/* Tells whether hello succeeded. */
+int
+conn_has_hello(const struct conn *c)
+{
+	return (c->flags & CONN_HELLO) != 0;
+}
+
+/* Records a successful hello. */
+void
+conn_set_hello(struct conn *c, const char *client)
+{
+	c->flags |= CONN_HELLO;
+	if (client != NULL)
+		snprintf(c->client, sizeof c->client, "%s", client);
+}
+
+/* Returns the client's name from hello ("" if none). */
+const char *
+conn_client(const struct conn *c)
+{
+	return c->client;
+}
+
+/* Returns the number of open connections. */
+unsigned
+conn_count(void)
+{
+	return conn_n;
+}
+
+/* Returns the number of evictions since start. */
+uint64_t
+conn_evictions(void)
+{
+	return conn_evicted_n;
+}
+
+/* Applies the live config's limits to every connection. */
+void
+conn_apply_config(void)
+{
+	const struct config	*cfg = config_get();
+	struct conn		*c;
+
+	TAILQ_FOREACH(c, &conn_list, entry) {
+		frame_set_max(c->frame, cfg->max_line_bytes);
+		c->out_max = cfg->client_queue_bytes;
+	}
+}
+
+/* Closes every connection after one try to flush each. */
+void
+conn_close_all(const char *why)
+{
+	struct conn	*c;
+
+	while ((c = TAILQ_FIRST(&conn_list)) != NULL) {
+		if (evbuffer_get_length(c->out) > 0)
+			evbuffer_write(c->out, c->fd);
+		conn_close(c, why);
+	}
+}

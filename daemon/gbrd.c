@@ -1,0 +1,401 @@
+/*
+ * gbrd: the daemon's entry point. It parses the command line, reads the
+ * config, takes the socket, and runs the one libevent loop that drives
+ * everything else. Unless -f is given it goes to the background, and the
+ * command that started it returns only once the daemon is listening (or
+ * with the reason it could not start), so scripts and clients can rely on
+ * "gbrd returned 0" meaning "the socket answers".
+ */
+#include "gbr-config.h"
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "config.h"
+#include "conn.h"
+#include "gbrd.h"
+#include "log.h"
+#include "osdep.h"
+#include "paths.h"
+#include "server.h"
+#include "xmalloc.h"
+
+/* A log file larger than this is moved to gbrd.log.1 at start. */
+#define GBRD_LOG_ROTATE	(16 * 1024 * 1024)
+
+static struct event_base	*gbrd_ev_base;
+static char			 gbrd_epoch_str[33];
+static char			*gbrd_state;
+static int64_t			 gbrd_start_wall;
+static struct timespec		 gbrd_start_mono;
+static int			 gbrd_stopping;
+static int			 gbrd_ready_fd = -1;
+
+/* Returns the event base. */
+struct event_base *
+gbrd_base(void)
+{
+	return gbrd_ev_base;
+}
+
+/* Returns this run's epoch. */
+const char *
+gbrd_epoch(void)
+{
+	return gbrd_epoch_str;
+}
+
+/* Returns the state folder. */
+const char *
+gbrd_state_dir(void)
+{
+	return gbrd_state;
+}
+
+/* Returns the start time. */
+int64_t
+gbrd_started_ms(void)
+{
+	return gbrd_start_wall;
+}
+
+/* Returns ms since start. */
+int64_t
+gbrd_uptime_ms(void)
+{
+	struct timespec	now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - gbrd_start_mono.tv_sec) * 1000 +
+	    (now.tv_nsec - gbrd_start_mono.tv_nsec) / 1000000;
+}
+
+/* Begins shutdown. */
+void
+gbrd_shutdown(const char *why)
+{
+	if (gbrd_stopping)
+		return;
+	gbrd_stopping = 1;
+	log_info("shutting down: %s", why);
+	event_base_loopexit(gbrd_ev_base, NULL);
+}
+
+/* Tells whether shutdown has begun. */
+int
+gbrd_shutting_down(void)
+{
+	return gbrd_stopping;
+}
+
+/* Prints usage. */
+static void __attribute__((noreturn))
+usage(int status)
+{
+	FILE	*f = status == 0 ? stdout : stderr;
+
+	fprintf(f,
+"usage: gbrd [-f] [-s SOCKET] [-S STATE_DIR] [-c CONFIG] [-l LEVEL] [--syslog]\n"
+"\n"
+"The gbr daemon: holds agent sessions, the sandbox and the disk log, and\n"
+"serves the gbr protocol on a Unix socket. gbr and gbrctl start it when needed.\n"
+"\n"
+"  -f, --foreground       stay in the foreground, log to stderr\n"
+"  -s, --socket PATH      socket (default: $GBR_SOCKET, $XDG_RUNTIME_DIR/gbr/gbrd.sock,\n"
+"                         or /tmp/gbr-$UID/gbrd.sock)\n"
+"  -S, --state-dir DIR    disk log folder (default: $GBR_STATE_DIR, $XDG_STATE_HOME/gbr,\n"
+"                         or ~/.local/state/gbr)\n"
+"  -c, --config FILE      daemon config (default: $GBR_CONFIG,\n"
+"                         $XDG_CONFIG_HOME/gbr/gbrd.conf, or %s/gbr/gbrd.conf)\n"
+"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
+"      --syslog           log to syslog instead of stderr\n"
+"  -h, --help             this help\n"
+"  -V, --version          print the version\n"
+"\n"
+"Signals: SIGTERM and SIGINT stop the daemon cleanly; SIGHUP re-reads the config.\n"
+"In the background, logs go to STATE_DIR/gbrd.log.\n", SYSCONFDIR);
+	exit(status);
+}
+
+/* Tells the starting parent how start-up went, once. */
+static void
+gbrd_report(const char *message)
+{
+	size_t	len = strlen(message);
+
+	if (gbrd_ready_fd == -1)
+		return;
+	(void)!write(gbrd_ready_fd, message, len);
+	close(gbrd_ready_fd);
+	gbrd_ready_fd = -1;
+}
+
+/* Exits during start-up with a message for the user. */
+static void __attribute__((noreturn))
+gbrd_fail(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*msg;
+
+	va_start(ap, fmt);
+	msg = xvasprintf(fmt, ap);
+	va_end(ap);
+	log_error("%s", msg);
+	if (gbrd_ready_fd != -1) {
+		char	*line = xasprintf("error: %s\n", msg);
+
+		gbrd_report(line);
+		free(line);
+	}
+	free(msg);
+	exit(1);
+}
+
+/* Opens STATE_DIR/gbrd.log for a background daemon, rotating a large one. */
+static int
+gbrd_open_logfile(void)
+{
+	struct stat	 sb;
+	char		*path, *old;
+	int		 fd;
+
+	path = xasprintf("%s/gbrd.log", gbrd_state);
+	if (stat(path, &sb) == 0 && sb.st_size > GBRD_LOG_ROTATE) {
+		old = xasprintf("%s.1", path);
+		(void)rename(path, old);
+		free(old);
+	}
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(path);
+	return fd;
+}
+
+/*
+ * Goes to the background. The parent waits on a pipe until the child says
+ * it is listening or why it failed, and exits with that.
+ */
+static void
+gbrd_daemonize(void)
+{
+	char	buf[1024];
+	ssize_t	n, off = 0;
+	int	p[2], fd, logfd;
+	pid_t	pid;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		gbrd_fail("pipe: %s", strerror(errno));
+	switch ((pid = fork())) {
+	case -1:
+		gbrd_fail("fork: %s", strerror(errno));
+	case 0:
+		break;
+	default:
+		close(p[1]);
+		while (off < (ssize_t)sizeof buf - 1 &&
+		    (n = read(p[0], buf + off, sizeof buf - 1 - off)) != 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				break;
+			off += n;
+		}
+		buf[off] = '\0';
+		if (strncmp(buf, "ok", 2) == 0)
+			exit(0);
+		if (off == 0)
+			fprintf(stderr, "gbrd: the daemon exited during start-up; "
+			    "see %s/gbrd.log\n", gbrd_state);
+		else
+			fprintf(stderr, "gbrd: %s", buf);
+		exit(1);
+	}
+	close(p[0]);
+	gbrd_ready_fd = p[1];
+	if (setsid() == -1)
+		gbrd_fail("setsid: %s", strerror(errno));
+	if (chdir("/") != 0)
+		gbrd_fail("chdir /: %s", strerror(errno));
+	if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1)
+		gbrd_fail("/dev/null: %s", strerror(errno));
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	if ((logfd = gbrd_open_logfile()) != -1) {
+		dup2(logfd, STDERR_FILENO);
+		close(logfd);
+	} else
+		dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+/* SIGTERM and SIGINT: clean shutdown. */
+static void
+gbrd_signal_stop(evutil_socket_t sig, short events, void *arg)
+{
+	gbrd_shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* SIGHUP: re-read the config; keep the old one if the new one is broken. */
+static void
+gbrd_signal_reload(evutil_socket_t sig, short events, void *arg)
+{
+	const struct config	*old = config_get();
+	struct config		*cfg;
+	char			*path, *cause;
+
+	path = old->path != NULL ? xstrdup(old->path) : paths_config(arg);
+	if (path == NULL) {
+		log_info("SIGHUP: no config file; keeping the built-in defaults");
+		return;
+	}
+	if ((cfg = config_load(path, &cause)) == NULL) {
+		log_error("SIGHUP: %s; keeping the previous config", cause);
+		free(cause);
+		free(path);
+		return;
+	}
+	free(path);
+	config_set(cfg);
+	log_set_level(cfg->log_level);
+	conn_apply_config();
+	log_info("SIGHUP: reloaded %s", cfg->path);
+}
+
+/* Makes this run's epoch from random bytes. */
+static void
+gbrd_make_epoch(void)
+{
+	unsigned char	r[8];
+	size_t		i;
+
+	if (osdep_random(r, sizeof r) != 0)
+		gbrd_fail("no source of random bytes");
+	for (i = 0; i < sizeof r; i++)
+		snprintf(gbrd_epoch_str + 2 * i, 3, "%02x", r[i]);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "foreground",	no_argument,		NULL, 'f' },
+		{ "socket",	required_argument,	NULL, 's' },
+		{ "state-dir",	required_argument,	NULL, 'S' },
+		{ "config",	required_argument,	NULL, 'c' },
+		{ "log-level",	required_argument,	NULL, 'l' },
+		{ "syslog",	no_argument,		NULL, 'Y' },
+		{ "help",	no_argument,		NULL, 'h' },
+		{ "version",	no_argument,		NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char	*socket_flag = NULL, *state_flag = NULL;
+	const char	*config_flag = NULL, *level_flag = NULL;
+	int		 foreground = 0, use_syslog = 0, ch, level = -1;
+	struct config	*cfg;
+	char		*cfg_path, *cause, *sock_path;
+	struct event	*ev_term, *ev_int, *ev_hup;
+	struct timespec	 now;
+	long		 nofile;
+
+	while ((ch = getopt_long(argc, argv, "fs:S:c:l:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'f': foreground = 1; break;
+		case 's': socket_flag = optarg; break;
+		case 'S': state_flag = optarg; break;
+		case 'c': config_flag = optarg; break;
+		case 'l': level_flag = optarg; break;
+		case 'Y': use_syslog = 1; break;
+		case 'h': usage(0);
+		case 'V': printf("gbrd %s\n", PACKAGE_VERSION); return 0;
+		default: usage(2);
+		}
+	}
+	if (optind != argc)
+		usage(2);
+	if (level_flag != NULL && (level = log_level_parse(level_flag)) == -1) {
+		fprintf(stderr, "gbrd: unknown log level '%s' (error, warn, info, "
+		    "debug)\n", level_flag);
+		return 2;
+	}
+	log_open("gbrd", level != -1 ? level : LOG_LEVEL_INFO,
+	    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
+	umask(077);
+
+	if ((cfg_path = paths_config(config_flag)) != NULL) {
+		if ((cfg = config_load(cfg_path, &cause)) == NULL)
+			gbrd_fail("%s", cause);
+	} else
+		cfg = config_defaults();
+	free(cfg_path);
+	if (level != -1)
+		cfg->log_level = level;
+	config_set(cfg);
+	log_set_level(cfg->log_level);
+
+	gbrd_state = paths_state_dir(state_flag);
+	if (paths_private_dir(gbrd_state, 1, &cause) != 0)
+		gbrd_fail("state folder: %s", cause);
+	sock_path = paths_socket(socket_flag);
+	if (server_listen(sock_path, &cause) != 0)
+		gbrd_fail("%s", cause);
+
+	if (!foreground)
+		gbrd_daemonize();
+
+	signal(SIGPIPE, SIG_IGN);
+	if (evthread_use_pthreads() != 0)
+		gbrd_fail("libevent has no thread support");
+	if ((gbrd_ev_base = event_base_new()) == NULL)
+		gbrd_fail("cannot create the event loop");
+	nofile = osdep_raise_nofile();
+	gbrd_make_epoch();
+	clock_gettime(CLOCK_REALTIME, &now);
+	gbrd_start_wall = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	clock_gettime(CLOCK_MONOTONIC, &gbrd_start_mono);
+	conn_init(gbrd_ev_base);
+
+	server_start(gbrd_ev_base);
+
+	ev_term = evsignal_new(gbrd_ev_base, SIGTERM, gbrd_signal_stop, NULL);
+	ev_int = evsignal_new(gbrd_ev_base, SIGINT, gbrd_signal_stop, NULL);
+	ev_hup = evsignal_new(gbrd_ev_base, SIGHUP, gbrd_signal_reload,
+	    (void *)config_flag);
+	if (ev_term == NULL || ev_int == NULL || ev_hup == NULL ||
+	    event_add(ev_term, NULL) != 0 || event_add(ev_int, NULL) != 0 ||
+	    event_add(ev_hup, NULL) != 0)
+		gbrd_fail("cannot install signal handlers");
+
+	log_info("gbrd %s started on %s (pid %ld, epoch %s, open-file limit %ld)",
+	    PACKAGE_VERSION, sock_path, (long)getpid(), gbrd_epoch_str, nofile);
+	gbrd_report("ok\n");
+
+	event_base_dispatch(gbrd_ev_base);
+
+	conn_close_all("daemon shutting down");
+	server_close();
+	/* One more pass runs the deferred frees of closed connections. */
+	event_base_loop(gbrd_ev_base, EVLOOP_NONBLOCK);
+	event_free(ev_term);
+	event_free(ev_int);
+	event_free(ev_hup);
+	event_base_free(gbrd_ev_base);
+	config_set(NULL);
+	free(sock_path);
+	free(gbrd_state);
+	log_info("stopped");
+	log_close();
+	return 0;
+}

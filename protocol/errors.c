@@ -1,0 +1,46 @@
+/*
+ * The table of error kinds: the one place that maps a kind to its code and
+ * its wire name.
+ */
+#include "gbr-config.h"
+
+#include "errors.h"
+
+static const struct {
+	int		 code;
+	const char	*kind;
+} gbr_errs[GBR_ERR__COUNT] = {
+	[GBR_ERR_PARSE] =		 { RPC_PARSE_ERROR, "parse_error" },
+	[GBR_ERR_INVALID_REQUEST] =	 { RPC_INVALID_REQUEST, "invalid_request" },
+	[GBR_ERR_METHOD_NOT_FOUND] =	 { RPC_METHOD_NOT_FOUND, "method_not_found" },
+	[GBR_ERR_INVALID_PARAMS] =	 { RPC_INVALID_PARAMS, "invalid_params" },
+	[GBR_ERR_INTERNAL] =		 { RPC_INTERNAL_ERROR, "internal_error" },
+	[GBR_ERR_TOO_LARGE] =		 { -32001, "too_large" },
+	[GBR_ERR_HELLO_REQUIRED] =	 { -32002, "hello_required" },
+	[GBR_ERR_UNSUPPORTED_PROTOCOL] = { -32003, "unsupported_protocol" },
+	[GBR_ERR_PERMISSION_DENIED] =	 { -32004, "permission_denied" },
+	[GBR_ERR_BUSY] =		 { -32005, "busy" },
+	[GBR_ERR_SHUTTING_DOWN] =	 { -32006, "shutting_down" },
+	[GBR_ERR_STORAGE] =		 { -32007, "storage_error" },
+	[GBR_ERR_NOT_FOUND] =		 { -32008, "not_found" },
+	[GBR_ERR_TIMEOUT] =		 { -32009, "timeout" },
+	[GBR_ERR_UNAVAILABLE] =		 { -32010, "unavailable" },
+};
+
+/* Returns the JSON-RPC code of a kind. */
+int
+gbr_err_code(enum gbr_err e)
+{
+	if ((unsigned)e >= GBR_ERR__COUNT)
+		return RPC_INTERNAL_ERROR;
+	return gbr_errs[e].code;
+}
+
+/* Returns the wire name of a kind. */
+const char *
+gbr_err_kind(enum gbr_err e)
+{
+	if ((unsigned)e >= GBR_ERR__COUNT)
+		return "internal_error";
+	return gbr_errs[e].kind;
+}

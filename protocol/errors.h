@@ -1,0 +1,40 @@
+/*
+ * The error kinds of the protocol: each has a JSON-RPC code and a stable
+ * lower_snake name sent as error.data.kind. Clients and tests match on the
+ * kind, never on the message. Add new kinds at the end of the enum and the
+ * table; never renumber or rename one that shipped.
+ */
+#ifndef GBR_ERRORS_H
+#define GBR_ERRORS_H
+
+#define RPC_PARSE_ERROR		-32700
+#define RPC_INVALID_REQUEST	-32600
+#define RPC_METHOD_NOT_FOUND	-32601
+#define RPC_INVALID_PARAMS	-32602
+#define RPC_INTERNAL_ERROR	-32603
+
+enum gbr_err {
+	GBR_ERR_PARSE = 0,		/* parse_error */
+	GBR_ERR_INVALID_REQUEST,	/* invalid_request */
+	GBR_ERR_METHOD_NOT_FOUND,	/* method_not_found */
+	GBR_ERR_INVALID_PARAMS,		/* invalid_params */
+	GBR_ERR_INTERNAL,		/* internal_error */
+	GBR_ERR_TOO_LARGE,		/* too_large */
+	GBR_ERR_HELLO_REQUIRED,		/* hello_required */
+	GBR_ERR_UNSUPPORTED_PROTOCOL,	/* unsupported_protocol */
+	GBR_ERR_PERMISSION_DENIED,	/* permission_denied */
+	GBR_ERR_BUSY,			/* busy */
+	GBR_ERR_SHUTTING_DOWN,		/* shutting_down */
+	GBR_ERR_STORAGE,		/* storage_error */
+	GBR_ERR_NOT_FOUND,		/* not_found */
+	GBR_ERR_TIMEOUT,		/* timeout */
+	GBR_ERR_UNAVAILABLE,		/* unavailable: a feature not built or not usable here */
+	GBR_ERR__COUNT
+};
+
+/* The JSON-RPC code of a kind. */
+int		 gbr_err_code(enum gbr_err);
+/* The stable name of a kind. */
+const char	*gbr_err_kind(enum gbr_err);
+
+#endif

@@ -1,0 +1,177 @@
+/*
+ * JSON-RPC 2.0 framing on top of jansson. The parser is the first code that
+ * touches bytes from a client, so it is strict and total: any input gives
+ * either a message or an error reply, never a crash. jansson already bounds
+ * nesting depth, rejects invalid UTF-8 and NUL bytes inside strings, and we
+ * ask it to reject duplicate keys too.
+ */
+#include "gbr-config.h"
+
+#include <string.h>
+
+#include "jsonrpc.h"
+#include "log.h"
+#include "xmalloc.h"
+
+/* Tells whether a JSON value may be used as a request id. */
+static int
+rpc_valid_id(const json_t *id)
+{
+	return json_is_string(id) || json_is_integer(id) || json_is_null(id) ||
+	    json_is_real(id);
+}
+
+/* Parses one line into a message or an error reply. */
+int
+rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply)
+{
+	json_error_t	 jerr;
+	json_t		*root, *v, *id;
+	const char	*version;
+
+	memset(msg, 0, sizeof *msg);
+	*reply = NULL;
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
+	    &jerr);
+	if (root == NULL) {
+		*reply = rpc_error(NULL, GBR_ERR_PARSE, "parse error",
+		    json_pack("{s:s, s:i}", "detail", jerr.text, "position",
+		    jerr.position));
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		*reply = rpc_error(NULL, GBR_ERR_INVALID_REQUEST,
+		    json_is_array(root) ? "batch requests are not supported" :
+		    "a message must be a JSON object", NULL);
+		json_decref(root);
+		return -1;
+	}
+	id = json_object_get(root, "id");
+	if (id != NULL && !rpc_valid_id(id)) {
+		*reply = rpc_error(NULL, GBR_ERR_INVALID_REQUEST,
+		    "id must be a string, a number or null", NULL);
+		json_decref(root);
+		return -1;
+	}
+	v = json_object_get(root, "jsonrpc");
+	version = json_string_value(v);
+	if (version == NULL || strcmp(version, "2.0") != 0) {
+		*reply = rpc_error(id, GBR_ERR_INVALID_REQUEST,
+		    "jsonrpc must be \"2.0\"", NULL);
+		json_decref(root);
+		return -1;
+	}
+	msg->root = root;
+	msg->id = id;
+	v = json_object_get(root, "method");
+	if (v != NULL) {
+		if (!json_is_string(v) || json_string_length(v) == 0)
+			goto invalid;
+		msg->method = json_string_value(v);
+		msg->kind = id != NULL ? RPC_REQUEST : RPC_NOTIFICATION;
+		msg->params = json_object_get(root, "params");
+		if (msg->params != NULL && !json_is_object(msg->params) &&
+		    !json_is_array(msg->params)) {
+			*reply = rpc_error(id, GBR_ERR_INVALID_REQUEST,
+			    "params must be an object or an array", NULL);
+			goto fail;
+		}
+		return 0;
+	}
+	msg->result = json_object_get(root, "result");
+	msg->error = json_object_get(root, "error");
+	if (id == NULL || (msg->result == NULL) == (msg->error == NULL) ||
+	    (msg->error != NULL && !json_is_object(msg->error)))
+		goto invalid;
+	msg->kind = RPC_RESPONSE;
+	return 0;
+
+invalid:
+	*reply = rpc_error(id, GBR_ERR_INVALID_REQUEST,
+	    "not a JSON-RPC 2.0 request, notification or response", NULL);
+fail:
+	json_decref(root);
+	memset(msg, 0, sizeof *msg);
+	return -1;
+}
+
+/* Releases what rpc_parse filled. */
+void
+rpc_msg_release(struct rpc_msg *msg)
+{
+	json_decref(msg->root);
+	memset(msg, 0, sizeof *msg);
+}
+
+/* Builds a result response. */
+json_t *
+rpc_result(json_t *id, json_t *result)
+{
+	if (result == NULL)
+		result = json_object();
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0",
+	    "id", id != NULL ? id : json_null(), "result", result);
+}
+
+/* Builds an error response. */
+json_t *
+rpc_error(json_t *id, enum gbr_err e, const char *message, json_t *data)
+{
+	if (data == NULL || !json_is_object(data)) {
+		json_decref(data);
+		data = json_object();
+	}
+	json_object_set_new(data, "kind", json_string(gbr_err_kind(e)));
+	return json_pack("{s:s, s:O, s:{s:i, s:s, s:o}}", "jsonrpc", "2.0",
+	    "id", id != NULL ? id : json_null(), "error", "code", gbr_err_code(e),
+	    "message", message != NULL ? message : gbr_err_kind(e), "data", data);
+}
+
+/* Builds a notification. */
+json_t *
+rpc_notification(const char *method, json_t *params)
+{
+	if (params == NULL)
+		params = json_object();
+	return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method,
+	    "params", params);
+}
+
+/* Builds a request. */
+json_t *
+rpc_request(json_int_t id, const char *method, json_t *params)
+{
+	json_t	*msg;
+
+	msg = json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", id,
+	    "method", method);
+	if (params != NULL)
+		json_object_set_new(msg, "params", params);
+	return msg;
+}
+
+/* Encodes a message as one line. */
+char *
+rpc_encode(const json_t *msg, size_t *len)
+{
+	size_t	 n;
+	char	*buf;
+
+	/* JSON_COMPACT never emits a raw newline: strings are escaped. */
+	n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (n == 0)
+		fatalx("rpc_encode: message cannot be encoded");
+	buf = xmalloc(n + 1);
+	json_dumpb(msg, buf, n, JSON_COMPACT);
+	buf[n] = '\n';
+	*len = n + 1;
+	return buf;
+}
+
+/* Returns error.data.kind of an error object. */
+const char *
+rpc_error_kind(const json_t *error)
+{
+	return json_string_value(json_object_get(json_object_get(error, "data"),
+	    "kind"));
+}

@@ -1,0 +1,234 @@
+"""Fixtures for the system tests: a real gbrd on a private socket and state
+folder, gbrctl runs, and raw socket clients. Every daemon's stderr is kept,
+and a test fails if the daemon reported a sanitizer error or crashed."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("GBR_BUILD_DIR", os.path.join(TOP, "build"))
+GBRD = os.path.join(BUILD, "gbrd")
+GBRCTL = os.path.join(BUILD, "gbrctl")
+GBR = os.path.join(BUILD, "gbr")
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+class Conn:
+    """A raw protocol client over the Unix socket."""
+
+    def __init__(self, path, hello=True, timeout=10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.next_id = 1
+        self.events = []
+        if hello:
+            r = self.call("hello", {"protocol": 1, "client": "pytest/1"})
+            assert "result" in r, r
+            self.hello = r["result"]
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, obj):
+        self.send_raw(json.dumps(obj).encode() + b"\n")
+
+    def recv_line(self):
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("connection closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def recv(self):
+        return json.loads(self.recv_line())
+
+    def request(self, method, params=None):
+        rid = self.next_id
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return rid
+
+    def call(self, method, params=None):
+        rid = self.request(method, params)
+        while True:
+            m = self.recv()
+            if m.get("id") == rid and "method" not in m:
+                return m
+            self.events.append(m)
+
+    def closed(self, timeout=5.0):
+        """True once the daemon has closed the connection (reads the rest)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+class Daemon:
+    """One gbrd run in the foreground on private paths."""
+
+    def __init__(self, root, extra_env=None, config=None):
+        self.root = root
+        self.sockdir = os.path.join(root, "run")
+        self.socket = os.path.join(self.sockdir, "gbrd.sock")
+        self.state = os.path.join(root, "state")
+        self.config = None
+        if config is not None:
+            self.config = os.path.join(root, "gbrd.conf")
+            with open(self.config, "w") as f:
+                f.write(config)
+        self.env = dict(os.environ)
+        for k in list(self.env):
+            if k.startswith(("GBR_", "XDG_")) and k != "GBR_BUILD_DIR":
+                del self.env[k]
+        self.env.update(GBR_SOCKET=self.socket, GBR_STATE_DIR=self.state,
+                        GBR_CONFIG=self.config or os.path.join(root, "no-such.conf"),
+                        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
+                        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=99")
+        if config is None:
+            # No config file: the built-in defaults.
+            self.env.pop("GBR_CONFIG")
+            self.env["XDG_CONFIG_HOME"] = os.path.join(root, "xdg-config")
+        if extra_env:
+            self.env.update(extra_env)
+        self.proc = None
+        self.logs = []
+        self.exit_codes = []
+
+    def start(self, args=(), wait=True):
+        log = os.path.join(self.root, "gbrd-%d.log" % len(self.logs))
+        self.logs.append(log)
+        self.stderr = open(log, "wb")
+        self.proc = subprocess.Popen([GBRD, "-f", "-l", "debug"] + list(args),
+                                     env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=self.stderr, stderr=self.stderr)
+        if wait:
+            self.wait_ready()
+        return self.proc
+
+    def wait_ready(self, timeout=15.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("gbrd exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(self.socket)
+                s.close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError("gbrd did not listen in time:\n" + self.log())
+
+    def log(self):
+        out = ""
+        for p in self.logs:
+            try:
+                out += open(p, errors="replace").read()
+            except OSError:
+                pass
+        return out
+
+    def stop(self, sig=signal.SIGTERM, timeout=20.0):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            raise RuntimeError("gbrd did not stop on %s" % sig)
+        self.exit_codes.append(rc)
+        return rc
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.exit_codes.append("killed")
+
+    def conn(self, hello=True, timeout=10.0):
+        return Conn(self.socket, hello=hello, timeout=timeout)
+
+    def ctl(self, *args, input=None, timeout=60):
+        return subprocess.run([GBRCTL] + list(args), env=self.env, input=input,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout)
+
+    def ctl_json(self, *args):
+        r = self.ctl("--json", *args)
+        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+        return json.loads(r.stdout)
+
+    def check_clean(self):
+        text = self.log()
+        for mark in SANITIZER_MARKS:
+            assert mark not in text, "sanitizer report in gbrd output:\n" + text[-8000:]
+        for rc in self.exit_codes:
+            assert rc in (0, "killed", -signal.SIGKILL), \
+                "gbrd exited with %r:\n%s" % (rc, text[-8000:])
+
+
+@pytest.fixture
+def tmpdir_short():
+    """A short private folder (socket paths must fit in 108 bytes)."""
+    d = tempfile.mkdtemp(prefix="gbrt-", dir="/tmp")
+    os.chmod(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def make_daemon(tmpdir_short):
+    """A factory: make_daemon(config=None, env=None, start=True) -> Daemon."""
+    made = []
+
+    def make(config=None, env=None, start=True, args=()):
+        root = os.path.join(tmpdir_short, "d%d" % len(made))
+        os.makedirs(root, mode=0o700)
+        d = Daemon(root, extra_env=env, config=config)
+        made.append(d)
+        if start:
+            d.start(args)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+        elif d.proc is not None and d.proc.returncode not in (None,) and \
+                d.proc.returncode not in d.exit_codes and d.proc.returncode != -signal.SIGKILL:
+            d.exit_codes.append(d.proc.returncode)
+        d.check_clean()
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    """A running gbrd with built-in defaults."""
+    return make_daemon()

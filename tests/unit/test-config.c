@@ -1,0 +1,95 @@
+/*
+ * Unit tests for gbrd.conf parsing: defaults, sizes with suffixes, and
+ * every error naming the file and line.
+ */
+#include "gbr-config.h"
+
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "unit.h"
+#include "xmalloc.h"
+
+static char path[] = "/tmp/gbr-test-config-XXXXXX";
+
+/* Writes text to the temp file and parses it. */
+static struct config *
+load(const char *text, char **cause)
+{
+	FILE	*f = fopen(path, "w");
+
+	fputs(text, f);
+	fclose(f);
+	return config_load(path, cause);
+}
+
+int
+main(void)
+{
+	struct config	*c;
+	char		*cause, want[256];
+	int		 fd;
+
+	if ((fd = mkstemp(path)) == -1)
+		return 1;
+	close(fd);
+
+	c = config_defaults();
+	CHECK(c->max_line_bytes == 1024 * 1024 && c->max_clients > 1000,
+	    "defaults: 1 MiB lines, over 1000 clients");
+	config_free(c);
+
+	c = load("[daemon]\nmax_line_bytes = 2M\nmax_clients = 10\n"
+	    "log_level = debug\n[log]\nfsync = no\nmax_bytes = 512MiB\n", &cause);
+	CHECK(c != NULL && c->max_line_bytes == 2 * 1024 * 1024 &&
+	    c->max_clients == 10 && c->log_level == LOG_LEVEL_DEBUG &&
+	    c->log_fsync == 0 && c->log_max_bytes == 512ULL << 20,
+	    "values and suffixes parsed");
+	config_free(c);
+
+	c = load("[daemon]\n\nbogus = 1\n", &cause);
+	snprintf(want, sizeof want, "%s:3: unknown key 'bogus'", path);
+	CHECK(c == NULL && strncmp(cause, want, strlen(want)) == 0,
+	    "unknown key names file and line");
+	free(cause);
+
+	c = load("[nope]\nx = 1\n", &cause);
+	CHECK(c == NULL && strstr(cause, "unknown section [nope]") != NULL,
+	    "unknown section refused");
+	free(cause);
+
+	c = load("[daemon]\nmax_line_bytes = -5\n", &cause);
+	CHECK(c == NULL && strstr(cause, ":2:") != NULL &&
+	    strstr(cause, "expected") != NULL, "negative size refused with line");
+	free(cause);
+
+	c = load("[daemon]\nmax_line_bytes = 100\n", &cause);
+	CHECK(c == NULL, "size under the minimum refused");
+	free(cause);
+
+	c = load("[daemon]\nmax_line_bytes = 99999999999999999999999\n", &cause);
+	CHECK(c == NULL, "overflowing size refused");
+	free(cause);
+
+	c = load("[daemon]\nmax_line_bytes = 1Q\n", &cause);
+	CHECK(c == NULL, "unknown suffix refused");
+	free(cause);
+
+	c = load("[daemon]\nlog_level = loud\n", &cause);
+	CHECK(c == NULL && strstr(cause, "error, warn, info or debug") != NULL,
+	    "bad log level names the choices");
+	free(cause);
+
+	c = load("this is not ini\n", &cause);
+	CHECK(c == NULL && cause != NULL, "syntax error refused");
+	free(cause);
+
+	c = config_load("/nonexistent/gbrd.conf", &cause);
+	CHECK(c == NULL && strstr(cause, "No such file") != NULL,
+	    "missing file says so");
+	free(cause);
+
+	unlink(path);
+	return unit_done();
+}
