@@ -14,21 +14,15 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "ctl.h"
 #include "jsonrpc.h"
 #include "paths.h"
 #include "xmalloc.h"
 
-#define EXIT_OK		0
-#define EXIT_ERROR	1
-#define EXIT_USAGE	2
-#define EXIT_UNREACHABLE 3
-
-struct ctl {
-	char		*socket;
-	int		 json;
-	int		 timeout_ms;
-	struct client	*cl;
-};
+#define EXIT_OK		CTL_EXIT_OK
+#define EXIT_ERROR	CTL_EXIT_ERROR
+#define EXIT_USAGE	CTL_EXIT_USAGE
+#define EXIT_UNREACHABLE CTL_EXIT_UNREACHABLE
 
 struct cmd {
 	const char	*name;
@@ -95,8 +89,8 @@ usage(FILE *f)
 }
 
 /* Prints a JSON value on one line. */
-static void
-print_json(const json_t *v)
+void
+ctl_print_json(const json_t *v)
 {
 	char	*s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 
@@ -110,7 +104,7 @@ static int
 report_error(struct ctl *ctl, const json_t *reply)
 {
 	if (ctl->json)
-		print_json(json_object_get(reply, "error"));
+		ctl_print_json(json_object_get(reply, "error"));
 	else
 		fprintf(stderr, "gbrctl: %s (%s)\n",
 		    client_error_message(reply) != NULL ?
@@ -121,7 +115,7 @@ report_error(struct ctl *ctl, const json_t *reply)
 }
 
 /* Calls a method; on success stores the result (new reference). */
-static int
+int
 ctl_call(struct ctl *ctl, const char *method, json_t *params, json_t **result)
 {
 	json_t	*reply;
@@ -146,8 +140,8 @@ ctl_call(struct ctl *ctl, const char *method, json_t *params, json_t **result)
 }
 
 /* Prints an object as "key.sub: value" lines, for people. */
-static void
-print_flat(const char *prefix, const json_t *v)
+void
+ctl_print_flat(const char *prefix, const json_t *v)
 {
 	const char	*key;
 	json_t		*sub;
@@ -157,7 +151,7 @@ print_flat(const char *prefix, const json_t *v)
 		json_object_foreach((json_t *)v, key, sub) {
 			name = *prefix != '\0' ? xasprintf("%s.%s", prefix, key) :
 			    xstrdup(key);
-			print_flat(name, sub);
+			ctl_print_flat(name, sub);
 			free(name);
 		}
 		return;
@@ -184,7 +178,7 @@ cmd_status(struct ctl *ctl, int argc, char **argv)
 	if ((r = ctl_call(ctl, "daemon.status", NULL, &st)) != EXIT_OK)
 		return r;
 	if (ctl->json)
-		print_json(st);
+		ctl_print_json(st);
 	else {
 		up = json_integer_value(json_object_get(st, "uptime_ms")) / 1000;
 		printf("gbrd %s (pid %lld), up %lldh%02lldm%02llds, epoch %s\n",
@@ -197,7 +191,7 @@ cmd_status(struct ctl *ctl, int argc, char **argv)
 		json_object_del(st, "epoch");
 		json_object_del(st, "uptime_ms");
 		json_object_del(st, "server");
-		print_flat("", st);
+		ctl_print_flat("", st);
 	}
 	json_decref(st);
 	return EXIT_OK;
@@ -213,7 +207,7 @@ cmd_ping(struct ctl *ctl, int argc, char **argv)
 	if ((r = ctl_call(ctl, "daemon.ping", NULL, &res)) != EXIT_OK)
 		return r;
 	if (ctl->json)
-		print_json(res);
+		ctl_print_json(res);
 	else
 		printf("gbrd is alive (epoch %s)\n", json_string_value(
 		    json_object_get(client_hello(ctl->cl), "epoch")));
@@ -249,7 +243,7 @@ cmd_shutdown(struct ctl *ctl, int argc, char **argv)
 	if ((r = ctl_call(ctl, "daemon.shutdown", NULL, &res)) != EXIT_OK)
 		return r;
 	if (ctl->json)
-		print_json(res);
+		ctl_print_json(res);
 	else
 		printf("gbrd is stopping\n");
 	json_decref(res);
@@ -280,7 +274,7 @@ cmd_call(struct ctl *ctl, int argc, char **argv)
 	}
 	if ((r = ctl_call(ctl, argv[0], params, &res)) != EXIT_OK)
 		return r;
-	print_json(res);
+	ctl_print_json(res);
 	json_decref(res);
 	return EXIT_OK;
 }
@@ -360,6 +354,7 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	ctl.socket = paths_socket(socket_flag);
+	ctl.state_dir = paths_state_dir(NULL);
 	if (cmd->flags & CMD_CONNECT) {
 		snprintf(name, sizeof name, "gbrctl/%s", PACKAGE_VERSION);
 		ctl.cl = client_connect(ctl.socket, CLIENT_NO_START, name, &cause,
@@ -368,11 +363,13 @@ main(int argc, char **argv)
 			fprintf(stderr, "gbrctl: %s\n", cause);
 			free(cause);
 			free(ctl.socket);
+			free(ctl.state_dir);
 			return unreachable ? EXIT_UNREACHABLE : EXIT_ERROR;
 		}
 	}
 	r = cmd->fn(&ctl, argc - 1, argv + 1);
 	client_free(ctl.cl);
 	free(ctl.socket);
+	free(ctl.state_dir);
 	return r;
 }

@@ -1,0 +1,39 @@
+/*
+ * What gbrctl's command files share: the parsed options, the connection,
+ * and the helpers that turn a reply into output and an exit code. Each group
+ * of commands lives in its own ctl-*.c file and is listed in gbrctl.c's
+ * table.
+ */
+#ifndef GBR_CTL_H
+#define GBR_CTL_H
+
+#include <jansson.h>
+
+#include "client.h"
+
+/* Exit codes (DESIGN.md 3). */
+#define CTL_EXIT_OK		0
+#define CTL_EXIT_ERROR		1	/* the daemon answered with an error */
+#define CTL_EXIT_USAGE		2
+#define CTL_EXIT_UNREACHABLE	3	/* the daemon cannot be reached */
+
+struct ctl {
+	char		*socket;	/* socket path */
+	char		*state_dir;	/* for offline commands (log verify) */
+	int		 json;		/* --json: machine output */
+	int		 timeout_ms;	/* 0: forever */
+	struct client	*cl;		/* connected for CMD_CONNECT commands */
+};
+
+/*
+ * Calls a method. On success stores the result (new reference) and returns
+ * CTL_EXIT_OK; otherwise reports the error (stderr, or the error object on
+ * stdout with --json) and returns the exit code to use.
+ */
+int	ctl_call(struct ctl *, const char *method, json_t *params, json_t **result);
+/* Prints a JSON value on one line to stdout. */
+void	ctl_print_json(const json_t *);
+/* Prints an object as "key.sub: value" lines, for people. */
+void	ctl_print_flat(const char *prefix, const json_t *);
+
+#endif
