@@ -6,8 +6,9 @@
  * bufferevents, which would add a copy and extra system calls per round trip.
  *
  * Bounds: a line over the maximum gets too_large and the connection closes
- * without reading the rest; replies to a client's own requests stop its
- * reading while its queue is above a high-water mark (backpressure); events
+ * without reading the rest; when replies to a client's own requests pile up
+ * past a high-water mark, its remaining requests wait in the framer and its
+ * socket is not read until the queue drains (backpressure); events
  * that push a queue over its limit evict the client (a final "evicted" event,
  * then close). So one client can never make the daemon grow without bound.
  */
@@ -55,6 +56,7 @@ struct conn {
 	struct event	*ev_read;
 	struct event	*ev_write;
 	struct event	*ev_grace;
+	struct event	*ev_resume;	/* handles held requests after backpressure */
 	struct frame	*frame;
 	struct evbuffer	*out;
 	size_t		 out_max;
@@ -73,6 +75,7 @@ static char			 conn_rbuf[64 * 1024];
 static void	conn_read_cb(evutil_socket_t, short, void *);
 static void	conn_write_cb(evutil_socket_t, short, void *);
 static void	conn_grace_cb(evutil_socket_t, short, void *);
+static void	conn_resume_cb(evutil_socket_t, short, void *);
 static void	conn_flush(struct conn *);
 
 /* Sets the event base. */
@@ -102,7 +105,9 @@ conn_create(int fd, uid_t uid, pid_t pid)
 	c->ev_read = event_new(conn_base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(conn_base, fd, EV_WRITE | EV_PERSIST, conn_write_cb, c);
 	c->ev_grace = evtimer_new(conn_base, conn_grace_cb, c);
-	if (c->ev_read == NULL || c->ev_write == NULL || c->ev_grace == NULL)
+	c->ev_resume = event_new(conn_base, -1, 0, conn_resume_cb, c);
+	if (c->ev_read == NULL || c->ev_write == NULL || c->ev_grace == NULL ||
+	    c->ev_resume == NULL)
 		fatalx("event_new failed");
 	event_add(c->ev_read, NULL);
 	TAILQ_INSERT_TAIL(&conn_list, c, entry);
@@ -121,6 +126,7 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
 	event_free(c->ev_read);
 	event_free(c->ev_write);
 	event_free(c->ev_grace);
+	event_free(c->ev_resume);
 	frame_free(c->frame);
 	evbuffer_free(c->out);
 	free(c->why);
@@ -154,6 +160,7 @@ conn_close(struct conn *c, const char *why)
 	event_del(c->ev_read);
 	event_del(c->ev_write);
 	event_del(c->ev_grace);
+	event_del(c->ev_resume);
 	close(c->fd);
 	c->fd = -1;
 	TAILQ_REMOVE(&conn_list, c, entry);
@@ -226,11 +233,14 @@ conn_flush(struct conn *c)
 			event_add(c->ev_write, NULL);
 	} else if (event_pending(c->ev_write, EV_WRITE, NULL))
 		event_del(c->ev_write);
-	/* Backpressure: resume reading once the queue has drained enough. */
+	/*
+	 * Backpressure: once the queue has drained enough, go on with the
+	 * held requests and reading, from the loop (not from inside a flush
+	 * that a handler may have started).
+	 */
 	if ((c->flags & CONN_PAUSED) && left <= c->out_max / 4) {
 		c->flags &= ~CONN_PAUSED;
-		if (!(c->flags & CONN_DRAINING))
-			event_add(c->ev_read, NULL);
+		event_active(c->ev_resume, EV_TIMEOUT, 0);
 	}
 	conn_maybe_finish(c);
 }
@@ -330,7 +340,61 @@ conn_line_cb(void *arg, const char *line, size_t len)
 	if (c->flags & (CONN_CLOSED | CONN_DRAINING))
 		return 1;
 	dispatch_line(c, line, len);
-	return (c->flags & (CONN_CLOSED | CONN_DRAINING)) != 0;
+	if (c->flags & (CONN_CLOSED | CONN_DRAINING))
+		return 1;
+	/*
+	 * Backpressure: once this client's replies pile up past the
+	 * high-water mark, stop handling its requests (the framer keeps the
+	 * rest) until the queue drains.
+	 */
+	if (evbuffer_get_length(c->out) > c->out_max / 2) {
+		c->flags |= CONN_PAUSED;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Handles bytes from the client (or, with len 0, what backpressure left
+ * waiting), then writes every reply of the batch at once.
+ */
+static void
+conn_process(struct conn *c, const char *buf, size_t len)
+{
+	json_t	*reply;
+
+	conn_ref(c);
+	c->flags |= CONN_IN_READ;
+	if (frame_feed(c->frame, buf, len, conn_line_cb, c) ==
+	    FRAME_TOO_LARGE && !(c->flags & (CONN_CLOSED | CONN_DRAINING))) {
+		reply = rpc_error(NULL, GBR_ERR_TOO_LARGE, "line too long",
+		    json_pack("{s:I}", "max_bytes",
+		    (json_int_t)frame_max(c->frame)));
+		conn_append(c, reply);
+		json_decref(reply);
+		log_info("client %llu sent a line over %zu bytes; closing",
+		    (unsigned long long)c->id, frame_max(c->frame));
+		conn_close_after_flush(c, "line too long");
+	}
+	c->flags &= ~CONN_IN_READ;
+	if ((c->flags & CONN_PAUSED) && !(c->flags & CONN_CLOSED))
+		event_del(c->ev_read);
+	conn_flush(c);
+	conn_unref(c);
+}
+
+/* The queue drained after backpressure: go on with what was held. */
+static void
+conn_resume_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c = arg;
+
+	if (c->flags & (CONN_CLOSED | CONN_PAUSED))
+		return;
+	if (frame_backlog(c->frame) > 0)
+		conn_process(c, NULL, 0);
+	if (!(c->flags & (CONN_CLOSED | CONN_DRAINING | CONN_PAUSED)))
+		event_add(c->ev_read, NULL);
 }
 
 /* The socket is readable: one read, every complete line handled, one flush. */
@@ -339,7 +403,6 @@ conn_read_cb(evutil_socket_t fd, short events, void *arg)
 {
 	struct conn	*c = arg;
 	ssize_t		 n;
-	json_t		*reply;
 
 	n = read(c->fd, conn_rbuf, sizeof conn_rbuf);
 	if (n < 0) {
@@ -353,27 +416,7 @@ conn_read_cb(evutil_socket_t fd, short events, void *arg)
 		conn_close_after_flush(c, "end of input");
 		return;
 	}
-	conn_ref(c);
-	c->flags |= CONN_IN_READ;
-	if (frame_feed(c->frame, conn_rbuf, (size_t)n, conn_line_cb, c) ==
-	    FRAME_TOO_LARGE && !(c->flags & CONN_CLOSED)) {
-		reply = rpc_error(NULL, GBR_ERR_TOO_LARGE, "line too long",
-		    json_pack("{s:I}", "max_bytes",
-		    (json_int_t)frame_max(c->frame)));
-		conn_append(c, reply);
-		json_decref(reply);
-		log_info("client %llu sent a line over %zu bytes; closing",
-		    (unsigned long long)c->id, frame_max(c->frame));
-		conn_close_after_flush(c, "line too long");
-	}
-	c->flags &= ~CONN_IN_READ;
-	if (!(c->flags & (CONN_CLOSED | CONN_DRAINING | CONN_PAUSED)) &&
-	    evbuffer_get_length(c->out) > c->out_max / 2) {
-		c->flags |= CONN_PAUSED;
-		event_del(c->ev_read);
-	}
-	conn_flush(c);
-	conn_unref(c);
+	conn_process(c, conn_rbuf, (size_t)n);
 }
 
 /* Counts a request that will be answered later. */

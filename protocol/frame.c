@@ -4,6 +4,10 @@
  * reads is gathered in a private buffer that never grows past the maximum
  * line length and is freed again once it grew large, so memory per idle
  * connection stays near zero.
+ *
+ * A callback may ask to stop (the daemon does when a client's replies pile
+ * up): the bytes not yet scanned are kept as a backlog and scanned first by
+ * the next frame_feed, so nothing is lost and nothing is reordered.
  */
 #include "gbr-config.h"
 
@@ -21,6 +25,8 @@ struct frame {
 	char	*part;		/* incomplete line from earlier feeds */
 	size_t	 plen;
 	size_t	 psize;
+	char	*back;		/* bytes not yet scanned when a callback stopped */
+	size_t	 blen;
 	int	 broken;	/* a line went over the maximum */
 };
 
@@ -41,6 +47,7 @@ frame_free(struct frame *f)
 	if (f == NULL)
 		return;
 	free(f->part);
+	free(f->back);
 	free(f);
 }
 
@@ -97,17 +104,33 @@ frame_reset(struct frame *f)
 	}
 }
 
-/* Feeds bytes, calling cb for each complete line. */
-enum frame_status
-frame_feed(struct frame *f, const char *buf, size_t len, frame_line_cb cb,
+/* Returns the bytes kept unscanned after a callback stopped. */
+size_t
+frame_backlog(const struct frame *f)
+{
+	return f->blen;
+}
+
+/* Keeps bytes the callback did not want yet. */
+static void
+frame_hold(struct frame *f, const char *buf, size_t len)
+{
+	if (len == 0)
+		return;
+	f->back = xmalloc(len);
+	memcpy(f->back, buf, len);
+	f->blen = len;
+}
+
+/* Scans bytes, calling cb for each complete line. */
+static enum frame_status
+frame_scan(struct frame *f, const char *buf, size_t len, frame_line_cb cb,
     void *arg)
 {
 	const char	*nl, *line;
 	size_t		 take, llen;
 	int		 gathered, stop;
 
-	if (f->broken)
-		return FRAME_TOO_LARGE;
 	while (len > 0) {
 		nl = memchr(buf, '\n', len);
 		take = nl != NULL ? (size_t)(nl - buf) : len;
@@ -140,8 +163,38 @@ frame_feed(struct frame *f, const char *buf, size_t len, frame_line_cb cb,
 		stop = llen > 0 ? cb(arg, line, llen) : 0;
 		if (gathered)
 			frame_reset(f);
-		if (stop)
+		if (stop) {
+			frame_hold(f, buf, len);
 			return FRAME_STOPPED;
+		}
 	}
 	return FRAME_OK;
+}
+
+/* Feeds bytes after any backlog, calling cb for each complete line. */
+enum frame_status
+frame_feed(struct frame *f, const char *buf, size_t len, frame_line_cb cb,
+    void *arg)
+{
+	enum frame_status	 st;
+	char			*old;
+	size_t			 olen;
+
+	if (f->broken)
+		return FRAME_TOO_LARGE;
+	if (f->blen == 0)
+		return frame_scan(f, buf, len, cb, arg);
+	/* Scan the backlog first, with the new bytes after it. */
+	old = f->back;
+	olen = f->blen;
+	if (len > 0) {
+		old = xreallocarray(old, 1, olen + len);
+		memcpy(old + olen, buf, len);
+		olen += len;
+	}
+	f->back = NULL;
+	f->blen = 0;
+	st = frame_scan(f, old, olen, cb, arg);
+	free(old);
+	return st;
 }

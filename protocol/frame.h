@@ -13,7 +13,7 @@ struct frame;
 
 enum frame_status {
 	FRAME_OK = 0,		/* all bytes consumed */
-	FRAME_STOPPED,		/* the callback asked to stop; the rest is dropped */
+	FRAME_STOPPED,		/* the callback asked to stop; the rest is kept */
 	FRAME_TOO_LARGE,	/* a line went over the maximum; nothing more is accepted */
 };
 
@@ -31,7 +31,12 @@ void		 frame_set_max(struct frame *, size_t);
 size_t		 frame_max(const struct frame *);
 /* Bytes of an incomplete line held from earlier reads. */
 size_t		 frame_pending(const struct frame *);
-/* Feeds bytes; see enum frame_status. */
+/* Bytes kept unscanned after a callback stopped. */
+size_t		 frame_backlog(const struct frame *);
+/*
+ * Feeds bytes (buf may be NULL when len is 0, to resume a backlog): the
+ * backlog is scanned first, then buf. See enum frame_status.
+ */
 enum frame_status frame_feed(struct frame *, const char *, size_t,
 		    frame_line_cb, void *);
 

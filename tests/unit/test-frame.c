@@ -130,6 +130,25 @@ main(void)
 	f = frame_create(1024);
 	st = frame_feed(f, all, strlen(all), collect, &g);
 	CHECK(st == FRAME_STOPPED && g.n == 1, "callback stop honoured");
+	CHECK(frame_backlog(f) == strlen(all) - 8, "unscanned bytes kept as backlog");
+	st = frame_feed(f, "{\"c\"", 4, collect, &g);
+	CHECK(st == FRAME_STOPPED && g.n == 2 && strcmp(g.lines[1], "{\"b\":2}") == 0,
+	    "backlog scanned before new bytes, in order");
+	g.stop_after = 0;
+	st = frame_feed(f, ":3}\n", 4, collect, &g);
+	CHECK(st == FRAME_OK && g.n == 3 && strcmp(g.lines[2], "{\"c\":3}") == 0 &&
+	    frame_backlog(f) == 0, "resumed: the held partial line completes");
+	frame_free(f);
+
+	/* Resuming with no new bytes. */
+	memset(&g, 0, sizeof g);
+	g.stop_after = 1;
+	f = frame_create(1024);
+	frame_feed(f, all, strlen(all), collect, &g);
+	g.stop_after = 0;
+	st = frame_feed(f, NULL, 0, collect, &g);
+	CHECK(st == FRAME_OK && g.n == 2 && frame_backlog(f) == 0,
+	    "frame_feed(NULL, 0) resumes the backlog");
 	frame_free(f);
 
 	/* A lowered maximum applies to the next line. */

@@ -12,16 +12,20 @@
 
 static int unit_n, unit_failed;
 
+/* Evaluates cond exactly once. */
 #define CHECK(cond, ...) do {						\
+	int	unit_ok_ = (cond) ? 1 : 0;				\
+									\
 	unit_n++;							\
-	if (cond) {							\
-		printf("ok %d - ", unit_n);				\
-	} else {							\
+	if (!unit_ok_)							\
 		unit_failed++;						\
-		printf("not ok %d - ", unit_n);				\
-	}								\
+	printf("%sok %d - ", unit_ok_ ? "" : "not ", unit_n);		\
 	printf(__VA_ARGS__);						\
-	printf("%s\n", (cond) ? "" : "  [" #cond "] at " __FILE__);	\
+	if (unit_ok_)							\
+		printf("\n");						\
+	else								\
+		printf("  [%s] at %s:%d\n", #cond, __FILE__, __LINE__);	\
+	fflush(stdout);							\
 } while (0)
 
 static inline int
