@@ -168,6 +168,13 @@ class Daemon:
         self.exit_codes.append(rc)
         return rc
 
+    def expect_exit(self, code, timeout=10.0):
+        """Waits for a daemon that must exit on its own with code."""
+        rc = self.proc.wait(timeout)
+        assert rc == code, "gbrd exited with %r, expected %r:\n%s" % (rc, code, self.log())
+        self.proc = None
+        return rc
+
     def kill9(self):
         self.proc.kill()
         self.proc.wait()
