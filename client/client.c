@@ -106,18 +106,51 @@ client_gbrd_path(void)
 	return xstrdup("gbrd");
 }
 
+/*
+ * Copies the environment without the variables a service manager gave to
+ * this client's own process: passed on, they would make gbrd believe it
+ * was started by that manager and stay in the foreground (and we wait for
+ * gbrd's first process to exit), or talk to a manager that is not its own.
+ * Returns a new array of borrowed strings.
+ */
+static char **
+client_spawn_env(void)
+{
+	static const char *const drop[] = { "NOTIFY_SOCKET=", "LISTEN_PID=",
+	    "LISTEN_FDS=", "LISTEN_FDNAMES=", "WATCHDOG_USEC=", "WATCHDOG_PID=",
+	    "INVOCATION_ID=", NULL };
+	char	**env;
+	size_t	  n = 0, i, j, k = 0;
+
+	while (environ[n] != NULL)
+		n++;
+	env = xreallocarray(NULL, n + 1, sizeof *env);
+	for (i = 0; i < n; i++) {
+		for (j = 0; drop[j] != NULL; j++) {
+			if (strncmp(environ[i], drop[j], strlen(drop[j])) == 0)
+				break;
+		}
+		if (drop[j] == NULL)
+			env[k++] = environ[i];
+	}
+	env[k] = NULL;
+	return env;
+}
+
 /* Runs gbrd in the background and waits until it says it is listening. */
 static int
 client_spawn_gbrd(const char *path, char **cause)
 {
 	char	*bin = client_gbrd_path();
 	char	*argv[] = { bin, (char *)"-s", (char *)path, NULL };
+	char	**env = client_spawn_env();
 	pid_t	 pid;
 	int	 status, r;
 
 	r = strchr(bin, '/') != NULL ?
-	    posix_spawn(&pid, bin, NULL, NULL, argv, environ) :
-	    posix_spawnp(&pid, bin, NULL, NULL, argv, environ);
+	    posix_spawn(&pid, bin, NULL, NULL, argv, env) :
+	    posix_spawnp(&pid, bin, NULL, NULL, argv, env);
+	free(env);
 	if (r != 0) {
 		*cause = xasprintf("cannot start %s: %s", bin, strerror(r));
 		free(bin);

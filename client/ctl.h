@@ -36,4 +36,24 @@ void	ctl_print_json(const json_t *);
 /* Prints an object as "key.sub: value" lines, for people. */
 void	ctl_print_flat(const char *prefix, const json_t *);
 
+/* ctl-log.c: gbrctl log [--follow] [--after SEQ] [--limit N] | log verify. */
+int	ctl_log(struct ctl *, int, char **);
+
+/* ctl-session.c: the session commands. */
+int	ctl_session_new(struct ctl *, int, char **);
+int	ctl_session_list(struct ctl *, int, char **);
+int	ctl_session_send(struct ctl *, int, char **);
+int	ctl_session_attach(struct ctl *, int, char **);
+int	ctl_session_history(struct ctl *, int, char **);
+int	ctl_session_cancel(struct ctl *, int, char **);
+int	ctl_session_close(struct ctl *, int, char **);
+
+/* ctl-tool.c: tool, tools and env. */
+int	ctl_tool(struct ctl *, int, char **);
+int	ctl_tools(struct ctl *, int, char **);
+int	ctl_env(struct ctl *, int, char **);
+
+/* ctl-run.c: gbrctl run SESSION [--timeout-ms MS] -- ARGV... */
+int	ctl_run(struct ctl *, int, char **);
+
 #endif

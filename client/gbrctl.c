@@ -52,6 +52,31 @@ static const struct cmd cmds[] = {
 	    cmd_shutdown, CMD_CONNECT, 0, 0 },
 	{ "call", "METHOD [JSON-PARAMS]", "call any method; print its result as JSON",
 	    cmd_call, CMD_CONNECT, 1, 2 },
+	{ "log", "[-f] [--after SEQ] [--limit N]", "print the disk log's records "
+	    "(-f: then follow); `log verify [--state-dir DIR]` checks its files "
+	    "offline, exit 0 only if clean", ctl_log, 0, 0, 5 },
+	{ "new", "[--name N] [--env E] [DIR]", "create a session on DIR (default .); print its id",
+	    ctl_session_new, CMD_CONNECT, 0, 8 },
+	{ "sessions", "", "list the open sessions",
+	    ctl_session_list, CMD_CONNECT, 0, 0 },
+	{ "send", "[--no-wait] SESSION TEXT|-", "send a message; wait for the turn and print the answer",
+	    ctl_session_send, CMD_CONNECT, 2, 8 },
+	{ "attach", "SESSION [--after SEQ]", "print a session's events as they happen",
+	    ctl_session_attach, CMD_CONNECT, 1, 4 },
+	{ "history", "[--limit N] SESSION", "print a session's messages",
+	    ctl_session_history, CMD_CONNECT, 1, 4 },
+	{ "cancel", "SESSION", "cancel the running turn",
+	    ctl_session_cancel, CMD_CONNECT, 1, 1 },
+	{ "close", "SESSION", "close a session (its history goes with it)",
+	    ctl_session_close, CMD_CONNECT, 1, 1 },
+	{ "tool", "SESSION NAME [JSON]", "run a tool in a session as the agent would",
+	    ctl_tool, CMD_CONNECT, 2, 3 },
+	{ "tools", "", "list the tools and what they do",
+	    ctl_tools, CMD_CONNECT, 0, 0 },
+	{ "env", "list|show|use|reload ...", "list, show, switch or reload a session's environment",
+	    ctl_env, CMD_CONNECT, 1, 3 },
+	{ "run", "SESSION -- ARGV...", "run a command in a session's sandbox (run_command); print its output",
+	    ctl_run, CMD_CONNECT, 3, 4096 },
 };
 
 /* Prints usage. */

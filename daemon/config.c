@@ -39,6 +39,27 @@ config_defaults(void)
 	cfg->log_segment_bytes = 64ULL * 1024 * 1024;
 	cfg->log_max_bytes = 1024ULL * 1024 * 1024;
 	cfg->log_commit_delay_us = 0;
+	cfg->session_max = 20000;
+	cfg->session_history_messages = 10000;
+	cfg->session_history_bytes = 16ULL * 1024 * 1024;
+	cfg->session_max_text_bytes = 256 * 1024;
+	cfg->session_ring_events = 1024;
+	cfg->session_ring_bytes = 1024 * 1024;
+	cfg->session_events_memory = 64ULL * 1024 * 1024;
+	cfg->session_max_attached = 256;
+	cfg->session_request_ids = 256;
+	cfg->exec_max_timeout_ms = 600000;
+	cfg->exec_max_output_bytes = 16 * 1024 * 1024;
+	cfg->exec_max_children = 16;
+	cfg->exec_max_per_session = 4;
+	cfg->exec_max_queued = 64;
+	cfg->exec_grace_ms = 2000;
+	cfg->exec_max_processes = 512;
+	cfg->exec_max_memory_bytes = 4ULL * 1024 * 1024 * 1024;
+	cfg->exec_max_file_bytes = 1ULL * 1024 * 1024 * 1024;
+	cfg->exec_max_open_files = 1024;
+	cfg->exec_landlock = 1;
+	cfg->exec_namespaces = 1;
 	return cfg;
 }
 
@@ -49,6 +70,9 @@ config_free(struct config *cfg)
 	if (cfg == NULL)
 		return;
 	free(cfg->path);
+	free(cfg->exec_pass_env);
+	free(cfg->exec_read_paths);
+	free(cfg->exec_helper);
 	free(cfg);
 }
 
@@ -97,6 +121,194 @@ config_bool(const char *s, int *out)
 		*out = 0;
 	else
 		return -1;
+	return 0;
+}
+
+/* Parses off, auto or require (enum runner_mode's order). */
+static int
+config_mode(const char *s, int *out)
+{
+	if (strcmp(s, "off") == 0)
+		*out = 0;
+	else if (strcmp(s, "auto") == 0)
+		*out = 1;
+	else if (strcmp(s, "require") == 0)
+		*out = 2;
+	else
+		return -1;
+	return 0;
+}
+
+/*
+ * Checks a comma-separated list, item by item, with check (which returns
+ * a static reason or NULL). Returns a copy without blanks around items, or
+ * NULL with *why.
+ */
+static char *
+config_list(const char *value, const char *(*check)(const char *),
+    const char **why)
+{
+	char	*copy, *out, *item, *next, *end;
+	size_t	 len = strlen(value), o = 0, n = 0;
+
+	*why = NULL;
+	if (len > 4096) {
+		*why = "longer than 4096 bytes";
+		return NULL;
+	}
+	copy = xstrdup(value);
+	out = xcalloc(1, len + 1);
+	for (item = copy; item != NULL; item = next) {
+		if ((next = strchr(item, ',')) != NULL)
+			*next++ = '\0';
+		while (*item == ' ' || *item == '\t')
+			item++;
+		end = item + strlen(item);
+		while (end > item && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (*item == '\0')
+			continue;
+		if ((*why = check(item)) != NULL || ++n > 64) {
+			if (*why == NULL)
+				*why = "more than 64 items";
+			free(copy);
+			free(out);
+			return NULL;
+		}
+		if (o > 0)
+			out[o++] = ',';
+		memcpy(out + o, item, strlen(item));
+		o += strlen(item);
+	}
+	free(copy);
+	return out;
+}
+
+/*
+ * An environment variable a child may get: a plain name, and nothing that
+ * looks like a secret or steers the dynamic loader (the same rule as
+ * tool_run_env_name_ok, kept here so gbrd.conf is refused at load).
+ */
+static const char *
+config_env_name(const char *s)
+{
+	static const char *const bad[] = { "KEY", "TOKEN", "SECRET", "PASS",
+	    "CREDENTIAL", "AUTH", "COOKIE", "PRIVATE" };
+	char	up[256];
+	size_t	i;
+
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return "not a variable name";
+	for (i = 0; s[i] != '\0'; i++) {
+		if (i >= sizeof up - 1 || !((s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		    s[i] == '_'))
+			return "not a variable name";
+		up[i] = (s[i] >= 'a' && s[i] <= 'z') ? s[i] - 32 : s[i];
+	}
+	up[i] = '\0';
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		if (strstr(up, bad[i]) != NULL)
+			return "looks like a secret: secrets never reach a child";
+	if (strncmp(up, "LD_", 3) == 0 || strcmp(up, "GLIBC_TUNABLES") == 0 ||
+	    strcmp(up, "GCONV_PATH") == 0)
+		return "steers the dynamic loader";
+	return NULL;
+}
+
+/* An absolute folder path without a comma. */
+static const char *
+config_abs_path(const char *s)
+{
+	if (s[0] != '/')
+		return "not an absolute path";
+	return NULL;
+}
+
+/* One key of [exec]. Returns 1, or 0 with p->cause. */
+static int
+config_exec(struct config_parse *p, const char *name, const char *value)
+{
+	struct config	*cfg = p->cfg;
+	uint64_t	 v;
+	int		 b;
+	const char	*want = NULL, *why;
+	char		*list;
+
+	if (strcmp(name, "max_timeout_ms") == 0) {
+		want = "milliseconds from 100 to 86400000";
+		if (config_size(value, 100, 86400000, &v) == 0)
+			return cfg->exec_max_timeout_ms = (unsigned)v, 1;
+	} else if (strcmp(name, "max_output_bytes") == 0) {
+		want = "a size from 1K to 1G";
+		if (config_size(value, 1024, 1ULL << 30, &v) == 0)
+			return cfg->exec_max_output_bytes = v, 1;
+	} else if (strcmp(name, "max_children") == 0) {
+		want = "a number from 1 to 1024";
+		if (config_size(value, 1, 1024, &v) == 0)
+			return cfg->exec_max_children = (unsigned)v, 1;
+	} else if (strcmp(name, "max_children_per_session") == 0) {
+		want = "a number from 1 to 1024";
+		if (config_size(value, 1, 1024, &v) == 0)
+			return cfg->exec_max_per_session = (unsigned)v, 1;
+	} else if (strcmp(name, "max_queued") == 0) {
+		want = "a number from 0 to 100000";
+		if (config_size(value, 0, 100000, &v) == 0)
+			return cfg->exec_max_queued = (unsigned)v, 1;
+	} else if (strcmp(name, "grace_ms") == 0) {
+		want = "milliseconds from 10 to 60000";
+		if (config_size(value, 10, 60000, &v) == 0)
+			return cfg->exec_grace_ms = (unsigned)v, 1;
+	} else if (strcmp(name, "max_processes") == 0) {
+		want = "a number from 1 to 100000";
+		if (config_size(value, 1, 100000, &v) == 0)
+			return cfg->exec_max_processes = (unsigned)v, 1;
+	} else if (strcmp(name, "max_memory_bytes") == 0) {
+		want = "a size from 16M to 1T";
+		if (config_size(value, 16 << 20, 1ULL << 40, &v) == 0)
+			return cfg->exec_max_memory_bytes = v, 1;
+	} else if (strcmp(name, "max_file_bytes") == 0) {
+		want = "a size from 1M to 1T";
+		if (config_size(value, 1 << 20, 1ULL << 40, &v) == 0)
+			return cfg->exec_max_file_bytes = v, 1;
+	} else if (strcmp(name, "max_open_files") == 0) {
+		want = "a number from 16 to 1048576";
+		if (config_size(value, 16, 1048576, &v) == 0)
+			return cfg->exec_max_open_files = (unsigned)v, 1;
+	} else if (strcmp(name, "landlock") == 0) {
+		want = "off, auto or require";
+		if (config_mode(value, &b) == 0)
+			return cfg->exec_landlock = b, 1;
+	} else if (strcmp(name, "namespaces") == 0) {
+		want = "off, auto or require";
+		if (config_mode(value, &b) == 0)
+			return cfg->exec_namespaces = b, 1;
+	} else if (strcmp(name, "pass_env") == 0) {
+		if ((list = config_list(value, config_env_name, &why)) == NULL) {
+			p->cause = xasprintf("exec.pass_env = '%s': %s", value, why);
+			return 0;
+		}
+		free(cfg->exec_pass_env);
+		return cfg->exec_pass_env = list, 1;
+	} else if (strcmp(name, "read_paths") == 0) {
+		if ((list = config_list(value, config_abs_path, &why)) == NULL) {
+			p->cause = xasprintf("exec.read_paths = '%s': %s", value, why);
+			return 0;
+		}
+		free(cfg->exec_read_paths);
+		return cfg->exec_read_paths = list, 1;
+	} else if (strcmp(name, "helper") == 0) {
+		want = "an absolute path";
+		if (value[0] == '/') {
+			free(cfg->exec_helper);
+			return cfg->exec_helper = xstrdup(value), 1;
+		}
+	}
+	if (want == NULL)
+		p->cause = xasprintf("unknown key '%s' in [exec]", name);
+	else
+		p->cause = xasprintf("exec.%s = '%s': expected %s", name, value,
+		    want);
 	return 0;
 }
 
@@ -153,6 +365,46 @@ config_handler(void *arg, const char *section, const char *name,
 			if (config_size(value, 0, 100000, &v) == 0)
 				return cfg->log_commit_delay_us = (unsigned)v, 1;
 		}
+	} else if (strcmp(section, "session") == 0) {
+		if (strcmp(name, "max_sessions") == 0) {
+			want = "a number from 1 to 1000000";
+			if (config_size(value, 1, 1000000, &v) == 0)
+				return cfg->session_max = (unsigned)v, 1;
+		} else if (strcmp(name, "history_messages") == 0) {
+			want = "a number from 2 to 1000000";
+			if (config_size(value, 2, 1000000, &v) == 0)
+				return cfg->session_history_messages = (unsigned)v, 1;
+		} else if (strcmp(name, "history_bytes") == 0) {
+			want = "a size from 4K to 1G";
+			if (config_size(value, 4 << 10, 1ULL << 30, &v) == 0)
+				return cfg->session_history_bytes = v, 1;
+		} else if (strcmp(name, "max_text_bytes") == 0) {
+			want = "a size from 16 to 16M";
+			if (config_size(value, 16, 16ULL << 20, &v) == 0)
+				return cfg->session_max_text_bytes = v, 1;
+		} else if (strcmp(name, "ring_events") == 0) {
+			want = "a number from 1 to 1000000";
+			if (config_size(value, 1, 1000000, &v) == 0)
+				return cfg->session_ring_events = (unsigned)v, 1;
+		} else if (strcmp(name, "ring_bytes") == 0) {
+			want = "a size from 4K to 1G";
+			if (config_size(value, 4 << 10, 1ULL << 30, &v) == 0)
+				return cfg->session_ring_bytes = v, 1;
+		} else if (strcmp(name, "events_memory_bytes") == 0) {
+			want = "a size from 64K to 64G";
+			if (config_size(value, 64 << 10, 64ULL << 30, &v) == 0)
+				return cfg->session_events_memory = v, 1;
+		} else if (strcmp(name, "max_attached") == 0) {
+			want = "a number from 1 to 100000";
+			if (config_size(value, 1, 100000, &v) == 0)
+				return cfg->session_max_attached = (unsigned)v, 1;
+		} else if (strcmp(name, "request_ids") == 0) {
+			want = "a number from 1 to 100000";
+			if (config_size(value, 1, 100000, &v) == 0)
+				return cfg->session_request_ids = (unsigned)v, 1;
+		}
+	} else if (strcmp(section, "exec") == 0) {
+		return config_exec(p, name, value);
 	} else {
 		p->cause = xasprintf("unknown section [%s]", section);
 		return 0;

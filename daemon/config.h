@@ -22,6 +22,32 @@ struct config {
 	uint64_t log_segment_bytes;	/* size at which a segment is closed */
 	uint64_t log_max_bytes;		/* disk budget for all segments */
 	unsigned log_commit_delay_us;	/* extra wait to gather a group commit */
+	/* [session]: bounds of what clients can make a session hold */
+	unsigned session_max;		/* open sessions at once */
+	unsigned session_history_messages; /* messages in one history */
+	uint64_t session_history_bytes;	/* bytes of one history */
+	size_t	 session_max_text_bytes; /* one message sent by a client */
+	unsigned session_ring_events;	/* recent events kept per session for catch-up */
+	uint64_t session_ring_bytes;	/* bytes of those per session */
+	uint64_t session_events_memory;	/* bytes of all sessions' recent events */
+	unsigned session_max_attached;	/* clients attached to one session */
+	unsigned session_request_ids;	/* request_ids remembered per session */
+	/* [exec]: daemon-wide caps on the agent's commands (runner.h, tool-run.h) */
+	unsigned exec_max_timeout_ms;	/* cap on every profile's timeout_ms */
+	uint64_t exec_max_output_bytes;	/* cap on every profile's max_output_bytes */
+	unsigned exec_max_children;	/* children running at once, in all */
+	unsigned exec_max_per_session;	/* children running at once for one session */
+	unsigned exec_max_queued;	/* calls waiting for a slot; more are busy */
+	unsigned exec_grace_ms;		/* from SIGTERM to SIGKILL */
+	unsigned exec_max_processes;	/* processes one run may hold at once */
+	uint64_t exec_max_memory_bytes;	/* RLIMIT_AS of each process */
+	uint64_t exec_max_file_bytes;	/* RLIMIT_FSIZE */
+	unsigned exec_max_open_files;	/* RLIMIT_NOFILE */
+	int	 exec_landlock;		/* enum runner_mode: 0 off, 1 auto, 2 require */
+	int	 exec_namespaces;	/* the same, for pid/mount/user namespaces */
+	char	*exec_pass_env;		/* extra variable names, comma-separated, checked */
+	char	*exec_read_paths;	/* extra readable folders, comma-separated, absolute */
+	char	*exec_helper;		/* gbr-exec's path; NULL: found (runner.h) */
 };
 
 /* Returns a new config with the built-in defaults. */

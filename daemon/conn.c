@@ -32,6 +32,7 @@
 #include "frame.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "notify.h"
 #include "xmalloc.h"
 
 #define CONN_HELLO	0x01	/* hello succeeded */
@@ -40,6 +41,9 @@
 #define CONN_EVICTED	0x08	/* queue overflowed; nothing more is queued */
 #define CONN_IN_READ	0x10	/* handling a read: replies are batched */
 #define CONN_PAUSED	0x20	/* reading paused by backpressure */
+
+/* Encoded messages reach the output queue in pieces of up to this size. */
+#define CONN_ENCODE_STACK	4096
 
 /* How long a draining client gets to read what is left. */
 #define CONN_GRACE_SEC	2
@@ -112,6 +116,7 @@ conn_create(int fd, uid_t uid, pid_t pid)
 	event_add(c->ev_read, NULL);
 	TAILQ_INSERT_TAIL(&conn_list, c, entry);
 	conn_n++;
+	notify_status_update();
 	log_debug("client %llu connected (pid %ld)", (unsigned long long)c->id,
 	    (long)pid);
 	return c;
@@ -165,6 +170,7 @@ conn_close(struct conn *c, const char *why)
 	c->fd = -1;
 	TAILQ_REMOVE(&conn_list, c, entry);
 	conn_n--;
+	notify_status_update();
 	dispatch_conn_closed(c);
 	log_debug("client %llu closed: %s", (unsigned long long)c->id,
 	    why != NULL ? why : (c->why != NULL ? c->why : "closed"));
@@ -252,19 +258,55 @@ conn_write_cb(evutil_socket_t fd, short events, void *arg)
 	conn_flush(arg);
 }
 
-/* jansson dump callback: appends to an evbuffer. */
+/*
+ * A message being encoded: jansson hands out one small piece per JSON
+ * token, so pieces are gathered here and reach the evbuffer in few large
+ * evbuffer_add calls instead of one each (callgrind: 1.2k of the 25k
+ * instructions a pipelined ping cost). One pass, whatever the size.
+ */
+struct conn_enc {
+	struct evbuffer	*out;
+	size_t		 len;
+	char		 buf[CONN_ENCODE_STACK];
+};
+
+/* Moves what was gathered into the evbuffer. */
+static int
+conn_enc_flush(struct conn_enc *e)
+{
+	if (e->len > 0 && evbuffer_add(e->out, e->buf, e->len) != 0)
+		return -1;
+	e->len = 0;
+	return 0;
+}
+
+/* jansson dump callback: gathers one piece of the encoded message. */
 static int
 conn_dump_cb(const char *buf, size_t len, void *arg)
 {
-	return evbuffer_add(arg, buf, len);
+	struct conn_enc	*e = arg;
+
+	if (len > sizeof e->buf - e->len) {
+		if (conn_enc_flush(e) != 0)
+			return -1;
+		if (len > sizeof e->buf)
+			return evbuffer_add(e->out, buf, len);
+	}
+	memcpy(e->buf + e->len, buf, len);
+	e->len += len;
+	return 0;
 }
 
 /* Appends one message as a line, without any limit check. */
 static void
 conn_append(struct conn *c, const json_t *msg)
 {
-	if (json_dump_callback(msg, conn_dump_cb, c->out, JSON_COMPACT) != 0 ||
-	    evbuffer_add(c->out, "\n", 1) != 0)
+	struct conn_enc	e;
+
+	e.out = c->out;
+	e.len = 0;
+	if (json_dump_callback(msg, conn_dump_cb, &e, JSON_COMPACT) != 0 ||
+	    conn_dump_cb("\n", 1, &e) != 0 || conn_enc_flush(&e) != 0)
 		fatalx("cannot queue a message");
 }
 

@@ -15,6 +15,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "methods.h"
+#include "session.h"
 #include "xmalloc.h"
 
 /* The method may be called before hello. */
@@ -29,6 +30,22 @@ static const struct method {
 	{ "daemon.ping",	method_daemon_ping,	0 },
 	{ "daemon.status",	method_daemon_status,	0 },
 	{ "daemon.shutdown",	method_daemon_shutdown,	0 },
+	{ "log.read",		method_log_read,	0 },
+	{ "log.append",		method_log_append,	0 },
+	{ "session.create",	method_session_create,	0 },
+	{ "session.list",	method_session_list,	0 },
+	{ "session.attach",	method_session_attach,	0 },
+	{ "session.detach",	method_session_detach,	0 },
+	{ "session.send",	method_session_send,	0 },
+	{ "session.cancel",	method_session_cancel,	0 },
+	{ "session.close",	method_session_close,	0 },
+	{ "session.history",	method_session_history,	0 },
+	{ "tool.list",		method_tool_list,	0 },
+	{ "tool.call",		method_tool_call,	0 },
+	{ "env.list",		method_env_list,	0 },
+	{ "env.show",		method_env_show,	0 },
+	{ "env.use",		method_env_use,		0 },
+	{ "env.reload",		method_env_reload,	0 },
 };
 
 struct request {
@@ -109,7 +126,8 @@ out:
 void
 dispatch_conn_closed(struct conn *c)
 {
-	(void)c;
+	session_conn_closed(c);
+	method_log_conn_closed(c);
 }
 
 /* Lists the method names. */

@@ -24,12 +24,19 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "activate.h"
 #include "config.h"
 #include "conn.h"
+#include "disklog.h"
+#include "session.h"
+#include "tool-run.h"
 #include "gbrd.h"
 #include "log.h"
+#include "methods.h"
+#include "notify.h"
 #include "osdep.h"
 #include "paths.h"
+#include "reload.h"
 #include "server.h"
 #include "xmalloc.h"
 
@@ -43,6 +50,8 @@ static int64_t			 gbrd_start_wall;
 static struct timespec		 gbrd_start_mono;
 static int			 gbrd_stopping;
 static int			 gbrd_ready_fd = -1;
+static int			 gbrd_level_flag = -1;	/* -l wins over the config */
+static sigset_t			 gbrd_sigmask;	/* the mask before start-up */
 
 /* Returns the event base. */
 struct event_base *
@@ -91,6 +100,7 @@ gbrd_shutdown(const char *why)
 		return;
 	gbrd_stopping = 1;
 	log_info("shutting down: %s", why);
+	notify_stopping();
 	event_base_loopexit(gbrd_ev_base, NULL);
 }
 
@@ -109,11 +119,13 @@ usage(int status)
 
 	fprintf(f,
 "usage: gbrd [-f] [-s SOCKET] [-S STATE_DIR] [-c CONFIG] [-l LEVEL] [--syslog]\n"
+"            [--repair]\n"
 "\n"
 "The gbr daemon: holds agent sessions, the sandbox and the disk log, and\n"
 "serves the gbr protocol on a Unix socket. gbr and gbrctl start it when needed.\n"
 "\n"
-"  -f, --foreground       stay in the foreground, log to stderr\n"
+"  -f, --foreground       stay in the foreground, log to stderr (the default\n"
+"                         when started by systemd)\n"
 "  -s, --socket PATH      socket (default: $GBR_SOCKET, $XDG_RUNTIME_DIR/gbr/gbrd.sock,\n"
 "                         or /tmp/gbr-$UID/gbrd.sock)\n"
 "  -S, --state-dir DIR    disk log folder (default: $GBR_STATE_DIR, $XDG_STATE_HOME/gbr,\n"
@@ -121,6 +133,9 @@ usage(int status)
 "  -c, --config FILE      daemon config (default: $GBR_CONFIG,\n"
 "                         $XDG_CONFIG_HOME/gbr/gbrd.conf, or %s/gbr/gbrd.conf)\n"
 "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
+"      --repair           if the disk log is damaged, keep every record up to\n"
+"                         the last good one, move the damaged files into\n"
+"                         STATE_DIR/log/damaged (nothing is deleted), and start\n"
 "      --syslog           log to syslog instead of stderr\n"
 "  -h, --help             this help\n"
 "  -V, --version          print the version\n"
@@ -203,6 +218,8 @@ gbrd_daemonize(void)
 	case 0:
 		break;
 	default:
+		/* The waiting parent can be interrupted again. */
+		sigprocmask(SIG_SETMASK, &gbrd_sigmask, NULL);
 		close(p[1]);
 		while (off < (ssize_t)sizeof buf - 1 &&
 		    (n = read(p[0], buf + off, sizeof buf - 1 - off)) != 0) {
@@ -248,15 +265,28 @@ gbrd_signal_stop(evutil_socket_t sig, short events, void *arg)
 	gbrd_shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
-/* SIGHUP: re-read the config; keep the old one if the new one is broken. */
+/* The disk log's options from the config. */
 static void
-gbrd_signal_reload(evutil_socket_t sig, short events, void *arg)
+gbrd_disklog_opts(struct disklog_opts *o, const struct config *cfg, int repair)
+{
+	memset(o, 0, sizeof *o);
+	o->segment_bytes = cfg->log_segment_bytes;
+	o->max_bytes = cfg->log_max_bytes;
+	o->fsync = cfg->log_fsync;
+	o->commit_delay_us = cfg->log_commit_delay_us;
+	o->repair = repair;
+}
+
+/* Re-reads the config; keeps the old one if the new one is broken. */
+static void
+gbrd_reload(const char *config_flag)
 {
 	const struct config	*old = config_get();
 	struct config		*cfg;
+	struct disklog_opts	 dlo;
 	char			*path, *cause;
 
-	path = old->path != NULL ? xstrdup(old->path) : paths_config(arg);
+	path = old->path != NULL ? xstrdup(old->path) : paths_config(config_flag);
 	if (path == NULL) {
 		log_info("SIGHUP: no config file; keeping the built-in defaults");
 		return;
@@ -268,10 +298,24 @@ gbrd_signal_reload(evutil_socket_t sig, short events, void *arg)
 		return;
 	}
 	free(path);
+	if (gbrd_level_flag != -1)
+		cfg->log_level = gbrd_level_flag;
 	config_set(cfg);
 	log_set_level(cfg->log_level);
 	conn_apply_config();
+	gbrd_disklog_opts(&dlo, cfg, 0);
+	disklog_reconfigure(&dlo);
+	tool_run_reconfigure(cfg);
 	log_info("SIGHUP: reloaded %s", cfg->path);
+}
+
+/* SIGHUP: a reload, announced to the service manager from start to end. */
+static void
+gbrd_signal_reload(evutil_socket_t sig, short events, void *arg)
+{
+	notify_reloading();
+	gbrd_reload(arg);
+	notify_ready();
 }
 
 /* Makes this run's epoch from random bytes. */
@@ -297,6 +341,7 @@ main(int argc, char **argv)
 		{ "config",	required_argument,	NULL, 'c' },
 		{ "log-level",	required_argument,	NULL, 'l' },
 		{ "syslog",	no_argument,		NULL, 'Y' },
+		{ "repair",	no_argument,		NULL, 'R' },
 		{ "help",	no_argument,		NULL, 'h' },
 		{ "version",	no_argument,		NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -304,10 +349,14 @@ main(int argc, char **argv)
 	const char	*socket_flag = NULL, *state_flag = NULL;
 	const char	*config_flag = NULL, *level_flag = NULL;
 	int		 foreground = 0, use_syslog = 0, ch, level = -1;
+	int		 managed, lfd, repair = 0;
+	struct disklog_opts dlo;
 	struct config	*cfg;
-	char		*cfg_path, *cause, *sock_path;
+	char		*cfg_path, *cause, *sock_path, *lpath;
+	const char	*hide[2];
 	struct event	*ev_term, *ev_int, *ev_hup;
 	struct timespec	 now;
+	sigset_t	 sigs;
 	long		 nofile;
 
 	while ((ch = getopt_long(argc, argv, "fs:S:c:l:hV", longopts, NULL)) != -1) {
@@ -318,6 +367,7 @@ main(int argc, char **argv)
 		case 'c': config_flag = optarg; break;
 		case 'l': level_flag = optarg; break;
 		case 'Y': use_syslog = 1; break;
+		case 'R': repair = 1; break;
 		case 'h': usage(0);
 		case 'V': printf("gbrd %s\n", PACKAGE_VERSION); return 0;
 		default: usage(2);
@@ -330,9 +380,22 @@ main(int argc, char **argv)
 		    "debug)\n", level_flag);
 		return 2;
 	}
+	gbrd_level_flag = level;
 	log_open("gbrd", level != -1 ? level : LOG_LEVEL_INFO,
 	    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
 	umask(077);
+	/* Before activate_listen_fd clears LISTEN_PID. */
+	managed = activate_managed();
+	/*
+	 * Stop and reload signals wait until the loop has handlers for them:
+	 * a SIGTERM during a long replay then stops cleanly (STOPPING=1, the
+	 * log closed) instead of killing the daemon half way through.
+	 */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, &gbrd_sigmask);
 
 	if ((cfg_path = paths_config(config_flag)) != NULL) {
 		if ((cfg = config_load(cfg_path, &cause)) == NULL)
@@ -349,11 +412,33 @@ main(int argc, char **argv)
 	if (paths_private_dir(gbrd_state, 1, &cause) != 0)
 		gbrd_fail("state folder: %s", cause);
 	sock_path = paths_socket(socket_flag);
-	if (server_listen(sock_path, &cause) != 0)
-		gbrd_fail("%s", cause);
+	switch (activate_listen_fd(&lfd, &lpath, &cause)) {
+	case -1:
+		gbrd_fail("socket activation: %s", cause);
+	case 1:
+		if (strcmp(lpath, sock_path) != 0)
+			log_info("serving the socket from the service manager, "
+			    "%s, instead of %s", lpath, sock_path);
+		free(sock_path);
+		sock_path = lpath;
+		if (server_adopt(lfd, sock_path, &cause) != 0)
+			gbrd_fail("%s", cause);
+		break;
+	default:
+		if (server_listen(sock_path, &cause) != 0)
+			gbrd_fail("%s", cause);
+		break;
+	}
 
-	if (!foreground)
+	if (!foreground && managed)
+		log_debug("started by a service manager: staying in the "
+		    "foreground");
+	else if (!foreground) {
 		gbrd_daemonize();
+		/* stderr is now the log file: check again for the journal. */
+		log_open(NULL, log_get_level(),
+		    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() != 0)
@@ -366,6 +451,26 @@ main(int argc, char **argv)
 	gbrd_start_wall = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 	clock_gettime(CLOCK_MONOTONIC, &gbrd_start_mono);
 	conn_init(gbrd_ev_base);
+	notify_init(gbrd_ev_base);
+	session_init();		/* registers with the disk log */
+
+	/* Replay before anyone is served: clients see the state the log gives. */
+	gbrd_disklog_opts(&dlo, config_get(), repair);
+	if (disklog_open(gbrd_ev_base, gbrd_state, &dlo, &cause) != 0)
+		gbrd_fail("%s", cause);
+	/* Turns that were running when the daemon died are marked interrupted. */
+	session_recover();
+	/* The agent's commands; no child may reach the socket or the config. */
+	hide[0] = sock_path;
+	hide[1] = config_get()->path;
+	if (tool_run_init(gbrd_ev_base, config_get(), gbrd_state, hide,
+	    hide[1] != NULL ? 2 : 1, &cause) != 0)
+		gbrd_fail("runner: %s", cause);
+	/* The tools, then every session's environment and profile watcher. */
+	if (method_tool_init(&cause) != 0)
+		gbrd_fail("tools: %s", cause);
+	reload_init(gbrd_ev_base);
+	reload_recover();
 
 	server_start(gbrd_ev_base);
 
@@ -377,20 +482,30 @@ main(int argc, char **argv)
 	    event_add(ev_term, NULL) != 0 || event_add(ev_int, NULL) != 0 ||
 	    event_add(ev_hup, NULL) != 0)
 		gbrd_fail("cannot install signal handlers");
+	sigprocmask(SIG_SETMASK, &gbrd_sigmask, NULL);
 
 	log_info("gbrd %s started on %s (pid %ld, epoch %s, open-file limit %ld)",
 	    PACKAGE_VERSION, sock_path, (long)getpid(), gbrd_epoch_str, nofile);
 	gbrd_report("ok\n");
+	notify_ready();
 
 	event_base_dispatch(gbrd_ev_base);
 
+	/* No child outlives the daemon. */
+	tool_run_shutdown();
+	reload_shutdown();
+
+	/* Writes what is queued; the replies it releases get one flush below. */
+	disklog_close();
 	conn_close_all("daemon shutting down");
 	server_close();
+	session_shutdown();
 	/* One more pass runs the deferred frees of closed connections. */
 	event_base_loop(gbrd_ev_base, EVLOOP_NONBLOCK);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);
+	notify_close();
 	event_base_free(gbrd_ev_base);
 	config_set(NULL);
 	free(sock_path);

@@ -11,13 +11,19 @@
 
 #include "config.h"
 #include "conn.h"
+#include "disklog.h"
 #include "dispatch.h"
 #include "gbrd.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "methods.h"
+#include "reload.h"
+#include "sandbox.h"
+#include "notify.h"
 #include "osdep.h"
 #include "server.h"
+#include "session.h"
+#include "tool-run.h"
 
 /* hello {protocol, client?}: the first call on every connection. */
 void
@@ -70,11 +76,14 @@ method_security(void)
 {
 	const char	*peer = osdep_peer_cred_method();
 
-	return json_pack("{s:b, s:s, s:s?, s:b}",
+	return json_pack("{s:b, s:s, s:s?, s:b, s:o, s:s, s:o}",
 	    "socket_dir_private", 1,
 	    "socket_umask", "0177",
 	    "peer_uid_check", peer,
-	    "peer_uid_check_fail_closed", 1);
+	    "peer_uid_check_fail_closed", 1,
+	    "runner", tool_run_status(),
+	    "sandbox_resolver", sandbox_resolver(),
+	    "env_watch", reload_status());
 }
 
 /* daemon.status: what the daemon is doing and which layers are active. */
@@ -107,6 +116,11 @@ method_daemon_status(struct request *req, json_t *params)
 		"client_queue_bytes", (json_int_t)cfg->client_queue_bytes,
 		"max_clients", (json_int_t)cfg->max_clients);
 	json_object_set_new(result, "listener", server_status());
+	json_object_set_new(result, "service", notify_status_json());
+	json_object_set_new(result, "disklog", disklog_status());
+	json_object_set_new(result, "sessions", session_status());
+	json_object_set_new(json_object_get(result, "disklog"), "followers",
+	    json_integer(method_log_followers()));
 	request_reply(req, result);
 }
 

@@ -217,10 +217,22 @@ server_adopt(int fd, const char *path, char **cause)
 	int	flags;
 
 	*cause = NULL;
+	/* One daemon per socket holds here too: a gbrd started by hand on
+	 * the same path keeps its lock and this one refuses to start. */
+	if (path != NULL && server_lock(path, cause) != 0) {
+		free(server_lock_path);
+		server_lock_path = NULL;
+		return -1;
+	}
 	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
 	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1 ||
 	    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1) {
 		*cause = xasprintf("inherited socket %d: %s", fd, strerror(errno));
+		if (server_lock_fd != -1)
+			close(server_lock_fd);
+		server_lock_fd = -1;
+		free(server_lock_path);
+		server_lock_path = NULL;
 		return -1;
 	}
 	server_sock_path = xstrdup(path != NULL ? path : "(inherited)");

@@ -16,7 +16,11 @@ struct event_base;
  * reason not to start reaches the terminal; the socket survives the fork.
  */
 int	 server_listen(const char *path, char **cause);
-/* Takes an already listening socket (socket activation); not unlinked at exit. */
+/*
+ * Takes an already listening socket (socket activation) and the lock beside
+ * path, so one daemon per socket still holds. The socket file belongs to
+ * the service manager and is never unlinked.
+ */
 int	 server_adopt(int fd, const char *path, char **cause);
 /* Starts accepting from the event loop. */
 void	 server_start(struct event_base *);

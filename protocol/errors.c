@@ -25,6 +25,21 @@ static const struct {
 	[GBR_ERR_NOT_FOUND] =		 { -32008, "not_found" },
 	[GBR_ERR_TIMEOUT] =		 { -32009, "timeout" },
 	[GBR_ERR_UNAVAILABLE] =		 { -32010, "unavailable" },
+	[GBR_ERR_SESSION_NOT_FOUND] =	 { -32011, "session_not_found" },
+	[GBR_ERR_ALREADY_EXISTS] =	 { -32012, "already_exists" },
+	[GBR_ERR_LIMIT_REACHED] =	 { -32013, "limit_reached" },
+	[GBR_ERR_INVALID_ENV] =		 { -32014, "invalid_env" },
+	[GBR_ERR_PATH_TRAVERSAL] =	 { -32015, "path_traversal" },
+	[GBR_ERR_PROTECTED_PATH] =	 { -32016, "protected_path" },
+	[GBR_ERR_READ_ONLY] =		 { -32017, "read_only" },
+	[GBR_ERR_NOT_A_FILE] =		 { -32018, "not_a_file" },
+	[GBR_ERR_INVALID_PATH] =	 { -32019, "invalid_path" },
+	[GBR_ERR_NOT_UNIQUE] =		 { -32020, "not_unique" },
+	[GBR_ERR_INTERPRETER_NOT_FOUND] = { -32021, "interpreter_not_found" },
+	[GBR_ERR_COMMAND_NOT_FOUND] =	 { -32022, "command_not_found" },
+	[GBR_ERR_NEEDS_APPROVAL] =	 { -32023, "needs_approval" },
+	[GBR_ERR_DENIED_COMMAND] =	 { -32024, "denied_command" },
+	[GBR_ERR_CANCELLED] =		 { -32025, "cancelled" },
 };
 
 /* Returns the JSON-RPC code of a kind. */

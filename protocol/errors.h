@@ -29,6 +29,21 @@ enum gbr_err {
 	GBR_ERR_NOT_FOUND,		/* not_found */
 	GBR_ERR_TIMEOUT,		/* timeout */
 	GBR_ERR_UNAVAILABLE,		/* unavailable: a feature not built or not usable here */
+	GBR_ERR_SESSION_NOT_FOUND,	/* session_not_found */
+	GBR_ERR_ALREADY_EXISTS,		/* already_exists: e.g. a session name in use */
+	GBR_ERR_LIMIT_REACHED,		/* limit_reached: a configured count or size bound */
+	GBR_ERR_INVALID_ENV,		/* invalid_env: no such environment profile */
+	GBR_ERR_PATH_TRAVERSAL,		/* path_traversal: points outside the sandbox */
+	GBR_ERR_PROTECTED_PATH,		/* protected_path: a write needs a human */
+	GBR_ERR_READ_ONLY,		/* read_only: inside a read-only root */
+	GBR_ERR_NOT_A_FILE,		/* not_a_file: a folder, FIFO, device, socket */
+	GBR_ERR_INVALID_PATH,		/* invalid_path: bytes no path may hold */
+	GBR_ERR_NOT_UNIQUE,		/* not_unique: edit_file's old_string matches twice */
+	GBR_ERR_INTERPRETER_NOT_FOUND,	/* interpreter_not_found: run_script's python3/node/sh */
+	GBR_ERR_COMMAND_NOT_FOUND,	/* command_not_found: run_command's program */
+	GBR_ERR_NEEDS_APPROVAL,		/* needs_approval: an ask_commands match */
+	GBR_ERR_DENIED_COMMAND,		/* denied_command: a deny_commands match */
+	GBR_ERR_CANCELLED,		/* cancelled: ended early on request */
 	GBR_ERR__COUNT
 };
 

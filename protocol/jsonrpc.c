@@ -103,14 +103,25 @@ rpc_msg_release(struct rpc_msg *msg)
 	memset(msg, 0, sizeof *msg);
 }
 
-/* Builds a result response. */
+/*
+ * Builds a result response. Every reply goes through here, so it is built
+ * by hand rather than with json_pack, whose format parsing cost more than
+ * the object itself; the keys are constants, so they skip the UTF-8 check.
+ */
 json_t *
 rpc_result(json_t *id, json_t *result)
 {
+	json_t	*msg;
+
 	if (result == NULL)
 		result = json_object();
-	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0",
-	    "id", id != NULL ? id : json_null(), "result", result);
+	if ((msg = json_object()) == NULL || result == NULL ||
+	    json_object_set_new_nocheck(msg, "jsonrpc", json_string("2.0")) != 0 ||
+	    json_object_set_nocheck(msg, "id", id != NULL ? id : json_null()) != 0)
+		fatalx("rpc_result: out of memory");
+	if (json_object_set_new_nocheck(msg, "result", result) != 0)
+		fatalx("rpc_result: out of memory");
+	return msg;
 }
 
 /* Builds an error response. */

@@ -18,6 +18,10 @@ GBRD = os.path.join(BUILD, "gbrd")
 GBRCTL = os.path.join(BUILD, "gbrctl")
 GBR = os.path.join(BUILD, "gbr")
 
+SERVICE_MANAGER_VARS = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
+                        "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+                        "INVOCATION_ID", "JOURNAL_STREAM")
+
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -107,6 +111,11 @@ class Daemon:
         for k in list(self.env):
             if k.startswith(("GBR_", "XDG_")) and k != "GBR_BUILD_DIR":
                 del self.env[k]
+        # A test run under a service manager (CI) must not pass its
+        # variables on: gbrd would talk to that manager or stay in the
+        # foreground. Tests that want them set them again.
+        for k in SERVICE_MANAGER_VARS:
+            self.env.pop(k, None)
         self.env.update(GBR_SOCKET=self.socket, GBR_STATE_DIR=self.state,
                         GBR_CONFIG=self.config or os.path.join(root, "no-such.conf"),
                         ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",

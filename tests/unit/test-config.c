@@ -90,6 +90,29 @@ main(void)
 	    "missing file says so");
 	free(cause);
 
+	c = load("[session]\nmax_sessions = 3\nhistory_messages = 10\n"
+	    "history_bytes = 64K\nmax_text_bytes = 1K\nring_events = 5\n"
+	    "ring_bytes = 8K\nevents_memory_bytes = 1M\nmax_attached = 2\n"
+	    "request_ids = 7\n", &cause);
+	CHECK(c != NULL && c->session_max == 3 && c->session_history_messages == 10 &&
+	    c->session_history_bytes == 64 << 10 && c->session_max_text_bytes == 1024 &&
+	    c->session_ring_events == 5 && c->session_ring_bytes == 8 << 10 &&
+	    c->session_events_memory == 1 << 20 && c->session_max_attached == 2 &&
+	    c->session_request_ids == 7, "[session] bounds parsed");
+	config_free(c);
+	c = config_defaults();
+	CHECK(c->session_max >= 10000 && c->session_max_attached >= 100 &&
+	    c->session_ring_bytes <= c->client_queue_bytes / 2,
+	    "[session] defaults: 10000 sessions, 100 clients, a ring that fits a queue");
+	config_free(c);
+	c = load("[session]\nmax_attached = 0\n", &cause);
+	CHECK(c == NULL && strstr(cause, "session.max_attached") != NULL,
+	    "[session] zero clients refused");
+	free(cause);
+	c = load("[session]\nring_events = lots\n", &cause);
+	CHECK(c == NULL && strstr(cause, ":2:") != NULL, "[session] bad number refused with line");
+	free(cause);
+
 	unlink(path);
 	return unit_done();
 }

@@ -58,7 +58,7 @@ int
 main(void)
 {
 	struct rpc_msg	 msg;
-	json_t		*m;
+	json_t		*m, *id;
 	const char	*s;
 	char		*e, *deep;
 	size_t		 len, i;
@@ -155,6 +155,22 @@ main(void)
 	m = rpc_result(NULL, json_pack("{s:s}", "t", "a\nb"));
 	e = rpc_encode(m, &len);
 	CHECK(memchr(e, '\n', len - 1) == NULL, "newline inside a string is escaped");
+	free(e);
+	json_decref(m);
+	/* rpc_result is built by hand (hot path): pin its exact bytes. */
+	id = json_integer(7);
+	m = rpc_result(id, NULL);
+	e = rpc_encode(m, &len);
+	CHECK(len == 37 && memcmp(e, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+	    len) == 0, "a result reply has its keys in order: jsonrpc, id, result");
+	CHECK(id->refcount == 2, "rpc_result takes its own reference of id");
+	free(e);
+	json_decref(m);
+	json_decref(id);
+	m = rpc_result(NULL, json_true());
+	e = rpc_encode(m, &len);
+	CHECK(len == 42 && memcmp(e, "{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":true}\n",
+	    len) == 0, "no id gives id: null");
 	free(e);
 	json_decref(m);
 	for (i = 0; i < GBR_ERR__COUNT; i++)

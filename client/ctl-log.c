@@ -1,0 +1,377 @@
+/*
+ * gbrctl log: prints the disk log's records through log.read (with
+ * --follow, then every new record as the daemon writes it), and gbrctl log
+ * verify, which checks every segment and snapshot offline, straight from
+ * the files and without the daemon, with the very decoding code the daemon
+ * uses (protocol/logscan.c), so both give one verdict on a file.
+ */
+#include "gbr-config.h"
+
+#include <sys/file.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "ctl.h"
+#include "logscan.h"
+#include "xmalloc.h"
+
+/* Records asked for per log.read call. */
+#define CTL_LOG_PAGE	1000
+
+/* Parses a non-negative integer option. */
+static int
+ctl_log_number(const char *flag, const char *s, long long max, long long *out)
+{
+	char		*end;
+	long long	 v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 0 || v > max) {
+		fprintf(stderr, "gbrctl log: %s takes a number from 0 to %lld\n",
+		    flag, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Prints one record: a JSON line, or "seq time type data" for people. */
+static void
+ctl_log_print(struct ctl *ctl, json_t *rec)
+{
+	json_int_t	 ts = json_integer_value(json_object_get(rec, "ts_ms"));
+	time_t		 t = (time_t)(ts / 1000);
+	struct tm	 tm;
+	char		 when[32], *data;
+
+	if (ctl->json) {
+		ctl_print_json(rec);
+		return;
+	}
+	if (localtime_r(&t, &tm) == NULL ||
+	    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		snprintf(when, sizeof when, "?");
+	data = json_dumps(json_object_get(rec, "data"), JSON_COMPACT |
+	    JSON_ENCODE_ANY);
+	printf("%8" JSON_INTEGER_FORMAT "  %s.%03d  %-24s %s\n",
+	    json_integer_value(json_object_get(rec, "seq")), when,
+	    (int)(ts % 1000), json_string_value(json_object_get(rec, "type")),
+	    data != NULL ? data : "?");
+	free(data);
+}
+
+/* Connects for the commands that need the daemon (gbrctl main does not). */
+static int
+ctl_log_connect(struct ctl *ctl)
+{
+	char	*cause, name[64];
+	int	 unreachable;
+
+	snprintf(name, sizeof name, "gbrctl/%s", PACKAGE_VERSION);
+	ctl->cl = client_connect(ctl->socket, CLIENT_NO_START, name, &cause,
+	    &unreachable);
+	if (ctl->cl == NULL) {
+		fprintf(stderr, "gbrctl: %s\n", cause);
+		free(cause);
+		return unreachable ? CTL_EXIT_UNREACHABLE : CTL_EXIT_ERROR;
+	}
+	return CTL_EXIT_OK;
+}
+
+/* Prints events after a following log.read until the daemon stops. */
+static int
+ctl_log_follow(struct ctl *ctl)
+{
+	json_t		*msg, *params;
+	const char	*type;
+	char		*cause;
+
+	for (;;) {
+		fflush(stdout);
+		if ((msg = client_read(ctl->cl, -1, &cause)) == NULL) {
+			fprintf(stderr, "gbrctl: %s\n", cause != NULL ? cause :
+			    "no more events");
+			free(cause);
+			return CTL_EXIT_UNREACHABLE;
+		}
+		params = json_object_get(msg, "params");
+		type = json_string_value(json_object_get(params, "type"));
+		if (type != NULL && strcmp(type, "log.record") == 0)
+			ctl_log_print(ctl, json_object_get(params, "record"));
+		else if (type != NULL && strcmp(type, "log.gap") == 0)
+			fprintf(stderr, "gbrctl: records from seq %" JSON_INTEGER_FORMAT
+			    " were dropped after a snapshot; the log now starts "
+			    "at %" JSON_INTEGER_FORMAT "\n",
+			    json_integer_value(json_object_get(params, "from")),
+			    json_integer_value(json_object_get(params, "first_seq")));
+		else if (type != NULL && (strcmp(type, "evicted") == 0 ||
+		    strcmp(type, "error") == 0)) {
+			fprintf(stderr, "gbrctl: the daemon stopped the stream: %s\n",
+			    json_string_value(json_object_get(params, "reason")) ?
+			    json_string_value(json_object_get(params, "reason")) :
+			    type);
+			json_decref(msg);
+			return CTL_EXIT_ERROR;
+		}
+		json_decref(msg);
+	}
+}
+
+/* gbrctl log [--follow] [--after SEQ] [--limit N] */
+static int
+ctl_log_read(struct ctl *ctl, int argc, char **argv)
+{
+	long long	 after = 0, limit = -1, page, got = 0;
+	json_t		*res, *rec;
+	size_t		 i;
+	int		 follow = 0, r, more;
+
+	for (i = 0; i < (size_t)argc; i++) {
+		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
+			follow = 1;
+		else if (strcmp(argv[i], "--after") == 0 && i + 1 < (size_t)argc) {
+			if (ctl_log_number("--after", argv[++i], INT64_MAX,
+			    &after) != 0)
+				return CTL_EXIT_USAGE;
+		} else if (strcmp(argv[i], "--limit") == 0 && i + 1 < (size_t)argc) {
+			if (ctl_log_number("--limit", argv[++i], INT64_MAX,
+			    &limit) != 0)
+				return CTL_EXIT_USAGE;
+		} else {
+			fprintf(stderr, "usage: gbrctl log [--follow] [--after "
+			    "SEQ] [--limit N]\n       gbrctl log verify "
+			    "[--state-dir DIR]\n");
+			return CTL_EXIT_USAGE;
+		}
+	}
+	if ((r = ctl_log_connect(ctl)) != CTL_EXIT_OK)
+		return r;
+	do {
+		page = CTL_LOG_PAGE;
+		if (limit >= 0 && limit - got < page)
+			page = limit - got;
+		if (page == 0)
+			break;
+		r = ctl_call(ctl, "log.read", json_pack("{s:I, s:I, s:b}",
+		    "after_seq", (json_int_t)after, "limit", (json_int_t)page,
+		    "follow", follow), &res);
+		if (r != CTL_EXIT_OK)
+			return r;
+		if (json_is_true(json_object_get(res, "gap")))
+			fprintf(stderr, "gbrctl: records after seq %lld were "
+			    "dropped after a snapshot; the log starts at %"
+			    JSON_INTEGER_FORMAT "\n", after, json_integer_value(
+			    json_object_get(res, "first_seq")));
+		json_array_foreach(json_object_get(res, "records"), i, rec) {
+			ctl_log_print(ctl, rec);
+			after = json_integer_value(json_object_get(rec, "seq"));
+			got++;
+		}
+		more = json_is_true(json_object_get(res, "more"));
+		json_decref(res);
+	} while (!follow && more);
+	if (follow)
+		return ctl_log_follow(ctl);
+	return CTL_EXIT_OK;
+}
+
+struct ctl_verify {
+	uint64_t	bad_json;	/* seq of a record whose data is not JSON */
+};
+
+/* logscan callback: the data of each record must be JSON. */
+static int
+ctl_verify_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
+{
+	struct ctl_verify	*v = arg;
+	json_error_t		 jerr;
+	json_t			*data;
+
+	if ((data = json_loadb(rec->data, rec->data_len, JSON_DECODE_ANY,
+	    &jerr)) == NULL) {
+		v->bad_json = rec->seq;
+		return 1;
+	}
+	json_decref(data);
+	return 0;
+}
+
+/* Reports one finding, for people or as JSON. */
+static void
+ctl_verify_note(struct ctl *ctl, json_t *files, const char *file,
+    const char *verdict, const char *detail)
+{
+	if (ctl->json)
+		json_array_append_new(files, json_pack("{s:s, s:s, s:s}", "file",
+		    file, "verdict", verdict, "detail", detail));
+	else
+		printf("%-28s %-8s %s\n", file, verdict, detail);
+}
+
+/* gbrctl log verify [--state-dir DIR] */
+static int
+ctl_log_verify(struct ctl *ctl, int argc, char **argv)
+{
+	struct logscan_dir	 d;
+	struct logscan_seg	 res;
+	struct logfmt_snaphdr	 sh;
+	struct ctl_verify	 v;
+	const char		*state = ctl->state_dir;
+	char			*dir, *cause, *body, *why, detail[320];
+	uint64_t		 log_id = 0, snap_seq = 0, need = 0;
+	size_t			 i, len, problems = 0;
+	int			 dirfd, lockfd, live = 0, last;
+	json_t			*files = json_array(), *summary;
+
+	for (i = 0; i < (size_t)argc; i++) {
+		if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < (size_t)argc)
+			state = argv[++i];
+		else {
+			fprintf(stderr, "usage: gbrctl log verify [--state-dir DIR]\n");
+			json_decref(files);
+			return CTL_EXIT_USAGE;
+		}
+	}
+	dir = xasprintf("%s/log", state);
+	if ((dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		fprintf(stderr, "gbrctl: %s: %s\n", dir, strerror(errno));
+		free(dir);
+		json_decref(files);
+		return CTL_EXIT_ERROR;
+	}
+	/* A running daemon holds the lock: its last segment may be mid-write. */
+	lockfd = openat(dirfd, "LOCK", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (lockfd != -1 && flock(lockfd, LOCK_SH | LOCK_NB) != 0 &&
+	    errno == EWOULDBLOCK)
+		live = 1;
+	if (lockfd != -1)
+		close(lockfd);
+	if (logscan_list(dirfd, &d, &cause) != 0) {
+		fprintf(stderr, "gbrctl: %s\n", cause);
+		free(cause);
+		free(dir);
+		close(dirfd);
+		json_decref(files);
+		return CTL_EXIT_ERROR;
+	}
+	if (!ctl->json)
+		printf("disk log %s%s: %zu segment%s, %zu snapshot%s\n", dir,
+		    live ? " (in use by a running gbrd)" : "", d.nsegs,
+		    d.nsegs == 1 ? "" : "s", d.nsnaps, d.nsnaps == 1 ? "" : "s");
+
+	/* The newest valid snapshot decides where the records must start. */
+	for (i = d.nsnaps; i > 0; i--) {
+		if (logscan_snapshot(dirfd, d.snaps[i - 1].name, &sh, &body, &len,
+		    &why) != 0) {
+			ctl_verify_note(ctl, files, d.snaps[i - 1].name, "DAMAGED",
+			    why);
+			free(why);
+			problems++;
+			continue;
+		}
+		free(body);
+		if (snap_seq == 0) {
+			snap_seq = sh.seq;
+			log_id = sh.log_id;
+		}
+		snprintf(detail, sizeof detail, "snapshot covering seq 1..%"
+		    PRIu64 ", %zu bytes", sh.seq, len);
+		ctl_verify_note(ctl, files, d.snaps[i - 1].name, "ok", detail);
+	}
+	for (i = 0; i < d.nsegs; i++) {
+		last = i + 1 == d.nsegs;
+		if (i + 1 < d.nsegs && d.segs[i + 1].seq <= snap_seq + 1) {
+			ctl_verify_note(ctl, files, d.segs[i].name, "ok",
+			    "covered by the snapshot (dropped at the next start)");
+			continue;
+		}
+		if (need == 0 ? d.segs[i].seq > snap_seq + 1 :
+		    (d.segs[i].seq != need && (d.segs[i].seq > snap_seq + 1 ||
+		    need > snap_seq + 1))) {
+			snprintf(detail, sizeof detail, "starts at seq %" PRIu64
+			    " but seq %" PRIu64 " was expected (records are "
+			    "missing)", d.segs[i].seq, need == 0 ? snap_seq + 1 :
+			    need);
+			ctl_verify_note(ctl, files, d.segs[i].name, "CORRUPT",
+			    detail);
+			problems++;
+		}
+		memset(&v, 0, sizeof v);
+		logscan_segment(dirfd, d.segs[i].name, log_id, d.segs[i].seq,
+		    last, ctl_verify_cb, &v, &res);
+		if (res.header_ok && log_id == 0)
+			log_id = res.hdr.log_id;
+		need = res.last_seq + 1;
+		switch (res.status) {
+		case LOGSCAN_OK:
+			snprintf(detail, sizeof detail, "%" PRIu64 " records, "
+			    "seq %" PRIu64 "..%" PRIu64 ", %" PRIu64 " bytes, %s",
+			    res.records, res.hdr.first_seq, res.last_seq,
+			    res.size, res.hdr.clean ? "sealed" : "open");
+			ctl_verify_note(ctl, files, d.segs[i].name, "ok", detail);
+			break;
+		case LOGSCAN_TORN:
+			if (live && last) {
+				snprintf(detail, sizeof detail, "%s (the daemon "
+				    "is writing here; not a problem)", res.why);
+				ctl_verify_note(ctl, files, d.segs[i].name,
+				    "ok", detail);
+				break;
+			}
+			snprintf(detail, sizeof detail, "%s; gbrd cuts it at its "
+			    "next start", res.why);
+			ctl_verify_note(ctl, files, d.segs[i].name, "TORN", detail);
+			problems++;
+			break;
+		case LOGSCAN_STOPPED:
+			snprintf(detail, sizeof detail, "record seq %" PRIu64
+			    " holds no valid JSON", v.bad_json);
+			ctl_verify_note(ctl, files, d.segs[i].name, "CORRUPT",
+			    detail);
+			problems++;
+			break;
+		default:
+			ctl_verify_note(ctl, files, d.segs[i].name,
+			    res.status == LOGSCAN_IOERR ? "UNREADABLE" :
+			    "CORRUPT", res.why);
+			problems++;
+			break;
+		}
+	}
+	if (ctl->json) {
+		summary = json_pack("{s:b, s:s, s:b, s:I, s:o}", "clean",
+		    problems == 0, "dir", dir, "live", live, "problems",
+		    (json_int_t)problems, "files", files);
+		files = NULL;
+		ctl_print_json(summary);
+		json_decref(summary);
+	} else if (problems == 0)
+		printf("clean\n");
+	else
+		printf("%zu problem%s found%s\n", problems, problems == 1 ? "" :
+		    "s", live ? "" : " (gbrd refuses to start on corruption; "
+		    "gbrd --repair keeps the good part)");
+	json_decref(files);
+	logscan_dir_free(&d);
+	close(dirfd);
+	free(dir);
+	return problems == 0 ? CTL_EXIT_OK : CTL_EXIT_ERROR;
+}
+
+/* gbrctl log ...: verify offline, or read through the daemon. */
+int
+ctl_log(struct ctl *ctl, int argc, char **argv)
+{
+	if (argc > 0 && strcmp(argv[0], "verify") == 0)
+		return ctl_log_verify(ctl, argc - 1, argv + 1);
+	return ctl_log_read(ctl, argc, argv);
+}

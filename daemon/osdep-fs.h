@@ -1,0 +1,26 @@
+/*
+ * Platform file-system calls the sandbox needs, behind one small interface
+ * (STYLE.md habit 8): today openat2(2) with RESOLVE_BENEATH on Linux. The
+ * implementation in osdep-fs.c is chosen by configure's HAVE_* results; on
+ * a system without it every call fails with ENOSYS and the sandbox walks
+ * paths itself.
+ */
+#ifndef GBRD_OSDEP_FS_H
+#define GBRD_OSDEP_FS_H
+
+#include <sys/types.h>
+
+#define OSDEP_NO_SYMLINKS	0x1	/* refuse every symlink, not just escaping ones */
+
+/*
+ * Opens path beneath dirfd: the kernel refuses "..", absolute paths and
+ * symlinks that would leave dirfd (EXDEV) and /proc magic links (ELOOP).
+ * Returns an fd or -1 with errno (ENOSYS where the kernel or the build
+ * lacks openat2).
+ */
+int	osdep_open_beneath(int dirfd, const char *path, int oflags, mode_t mode,
+	    int how);
+/* True if osdep_open_beneath works here (probed once, then cached). */
+int	osdep_have_open_beneath(void);
+
+#endif

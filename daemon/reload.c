@@ -1,0 +1,402 @@
+/*
+ * Hot reload (see reload.h): per-session environments loaded on demand,
+ * one profile watcher per workspace, and the parse, validate, record, swap
+ * sequence that every change goes through (a profile edited on disk,
+ * env.reload, env.use).
+ */
+#include "gbr-config.h"
+
+#include <sys/queue.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "envwatch.h"
+#include "log.h"
+#include "reload.h"
+#include "sandbox.h"
+#include "session.h"
+#include "xmalloc.h"
+
+/* One watched workspace. */
+struct rwatch {
+	TAILQ_ENTRY(rwatch)	 entry;
+	char			*workspace;
+	struct envwatch		*w;
+	json_t			*files;		/* extra files added: path -> name */
+};
+TAILQ_HEAD(rwatch_list, rwatch);
+
+/* A change waiting for its record to be written. */
+struct rwait {
+	session_done_cb	 cb;
+	void		*arg;
+	json_t		*result;
+};
+
+static struct event_base	*reload_base;
+static struct rwatch_list	 reload_watches =
+    TAILQ_HEAD_INITIALIZER(reload_watches);
+static unsigned			 reload_nwatches;
+
+static void	reload_watch_cb(const char *, void *);
+
+/* Remembers the loop. */
+void
+reload_init(struct event_base *base)
+{
+	reload_base = base;
+}
+
+/* Finds the watcher of a workspace. */
+static struct rwatch *
+reload_watch_find(const char *ws)
+{
+	struct rwatch	*rw;
+
+	TAILQ_FOREACH(rw, &reload_watches, entry) {
+		if (strcmp(rw->workspace, ws) == 0)
+			return rw;
+	}
+	return NULL;
+}
+
+/* Frees a watcher (never from its own callback). */
+static void
+reload_watch_free(struct rwatch *rw)
+{
+	TAILQ_REMOVE(&reload_watches, rw, entry);
+	reload_nwatches--;
+	envwatch_free(rw->w);
+	json_decref(rw->files);
+	free(rw->workspace);
+	free(rw);
+}
+
+/* Frees the watchers of workspaces that no open session uses. */
+static void
+reload_watch_gc(void)
+{
+	struct rwatch	*rw, *next;
+	json_t		*l;
+
+	for (rw = TAILQ_FIRST(&reload_watches); rw != NULL; rw = next) {
+		next = TAILQ_NEXT(rw, entry);
+		l = session_list(rw->workspace);
+		if (json_array_size(l) == 0)
+			reload_watch_free(rw);
+		json_decref(l);
+	}
+}
+
+/*
+ * Makes sure the workspace of an env is watched, with the env's extra
+ * files (a system_file). Failure only loses hot reload: it is logged.
+ */
+static void
+reload_watch(const char *ws, const struct env *env)
+{
+	struct rwatch		*rw;
+	const char *const	*files;
+	char			*cause, *dir;
+	size_t			 i, n, dlen;
+
+	if (reload_base == NULL)
+		return;
+	if ((rw = reload_watch_find(ws)) == NULL) {
+		if (reload_nwatches >= RELOAD_WATCH_MAX)
+			reload_watch_gc();
+		if (reload_nwatches >= RELOAD_WATCH_MAX) {
+			log_warn("%s: not watched for profile changes: %d "
+			    "workspaces are watched already (env.reload still "
+			    "works)", ws, RELOAD_WATCH_MAX);
+			return;
+		}
+		rw = xcalloc(1, sizeof *rw);
+		rw->workspace = xstrdup(ws);
+		rw->files = json_object();
+		rw->w = envwatch_create(reload_base, ws, NULL, reload_watch_cb,
+		    rw, &cause);
+		if (rw->w == NULL) {
+			log_warn("%s: profiles not watched: %s", ws, cause);
+			free(cause);
+			json_decref(rw->files);
+			free(rw->workspace);
+			free(rw);
+			return;
+		}
+		TAILQ_INSERT_TAIL(&reload_watches, rw, entry);
+		reload_nwatches++;
+		log_debug("%s: watching profiles (%s)", ws, envwatch_mode(rw->w));
+	}
+	if (env == NULL)
+		return;
+	/* Profiles in .gbr_envs are watched already; add the others. */
+	dir = xasprintf("%s/%s/", ws, ENV_DIR);
+	dlen = strlen(dir);
+	n = env_files(env, &files);
+	for (i = 0; i < n; i++) {
+		if (strncmp(files[i], dir, dlen) == 0 &&
+		    strchr(files[i] + dlen, '/') == NULL)
+			continue;
+		if (json_object_get(rw->files, files[i]) != NULL)
+			continue;
+		if (envwatch_add_file(rw->w, files[i], env_name(env),
+		    &cause) != 0) {
+			log_warn("%s: not watched: %s", files[i], cause);
+			free(cause);
+			continue;
+		}
+		json_object_set_new(rw->files, files[i],
+		    json_string(env_name(env)));
+	}
+	free(dir);
+}
+
+/* Tells a session's clients that a profile is not used, and why. */
+static void
+reload_invalid(struct session *s, const char *name, const char *error,
+    int deleted)
+{
+	struct session_error	 err;
+	struct env		*cur;
+	json_t			*f;
+
+	session_runtime(s, &cur, NULL);
+	log_warn("session %s: profile '%s' not applied: %s", session_id(s),
+	    name, error);
+	f = json_pack("{s:s, s:s, s:b}", "env", name, "error", error,
+	    "deleted", deleted);
+	if (cur != NULL)
+		json_object_set_new(f, "in_force", json_string(env_source(cur) !=
+		    NULL ? env_name(cur) : "(built-in default)"));
+	if (session_event(s, "env.invalid", f, NULL, NULL, &err) != 0) {
+		log_warn("session %s: env.invalid not recorded: %s",
+		    session_id(s), err.message);
+		free(err.message);
+		json_decref(err.data);
+	}
+}
+
+/* Loads a session's env and sandbox if it has none yet. */
+int
+reload_session(struct session *s, struct env **envp, struct sandbox **sbp,
+    char **cause)
+{
+	struct env	*env;
+	struct sandbox	*sb;
+	char		*why = NULL, *why2 = NULL;
+
+	*cause = NULL;
+	session_runtime(s, &env, &sb);
+	if (env != NULL && sb != NULL)
+		goto done;
+	env = NULL;
+	sb = NULL;
+	if (env_load(session_workspace(s), session_env_name(s), &env,
+	    &why) == 0 && (sb = env_sandbox(env, &why)) != NULL) {
+		session_set_runtime(s, env, sb);
+		goto done;
+	}
+	if (env != NULL)
+		env_unref(env);
+	/* Never refuse the session: the built-in default, and say why. */
+	if ((env = env_builtin(session_workspace(s), &why2)) == NULL ||
+	    (sb = env_sandbox(env, &why2)) == NULL) {
+		if (env != NULL)
+			env_unref(env);
+		*cause = xasprintf("%s; the built-in default fails too: %s", why,
+		    why2);
+		free(why);
+		free(why2);
+		return -1;
+	}
+	session_set_runtime(s, env, sb);
+	reload_invalid(s, session_env_name(s), why, 0);
+	free(why);
+done:
+	reload_watch(session_workspace(s), env);
+	if (envp != NULL)
+		*envp = env;
+	if (sbp != NULL)
+		*sbp = sb;
+	return 0;
+}
+
+/* The change is written: answer with what changed. */
+static void
+reload_applied(void *arg, int error, json_t *result)
+{
+	struct rwait	*rw = arg;
+
+	json_object_update(result, rw->result);
+	rw->cb(rw->arg, error, result);
+	json_decref(rw->result);
+	free(rw);
+}
+
+/* Loads, validates, records and swaps (see reload.h). */
+int
+reload_apply(struct session *s, const char *name, int force, const char *why,
+    session_done_cb cb, void *arg, enum gbr_err *kind, char **cause,
+    json_t **data)
+{
+	struct session_error	 err;
+	struct env		*old, *ne = NULL;
+	struct sandbox		*sb;
+	struct rwait		*rw;
+	json_t			*diff, *res;
+	char			*c = NULL;
+	int			 same, deleted;
+
+	*cause = NULL;
+	*data = NULL;
+	*kind = GBR_ERR_INVALID_ENV;
+	if (reload_session(s, &old, NULL, cause) != 0) {
+		*kind = GBR_ERR_INTERNAL;
+		return -1;
+	}
+	same = strcmp(name, session_env_name(s)) == 0;
+	/* A profile in use that is gone keeps the last good one. */
+	deleted = same && env_source(old) != NULL &&
+	    access(env_source(old), F_OK) != 0 && errno == ENOENT;
+	if (deleted) {
+		c = xasprintf("%s was deleted; the last good profile stays in "
+		    "force", env_source(old));
+		goto invalid;
+	}
+	if (env_load(session_workspace(s), name, &ne, &c) != 0)
+		goto invalid;
+	if ((sb = env_sandbox(ne, &c)) == NULL)
+		goto invalid;
+	diff = env_diff(old, ne);
+	if (same && !force && json_array_size(diff) == 0 &&
+	    strcmp(session_env_name(s), env_name(ne)) == 0) {
+		/* An editor's save that changed nothing. */
+		json_decref(diff);
+		sandbox_free(sb);
+		env_unref(ne);
+		if (cb != NULL) {
+			res = json_pack("{s:s, s:[], s:b}", "env", name,
+			    "changed", "reloaded", 0);
+			cb(arg, 0, res);
+			json_decref(res);
+		}
+		return 0;
+	}
+	res = json_pack("{s:s, s:O, s:b}", "env", name, "changed", diff,
+	    "reloaded", 1);
+	rw = NULL;
+	if (cb != NULL) {
+		rw = xcalloc(1, sizeof *rw);
+		rw->cb = cb;
+		rw->arg = arg;
+		rw->result = json_incref(res);
+	}
+	if (session_set_env(s, "env.reloaded", name, env_system_prompt(ne),
+	    json_pack("{s:s, s:o, s:s, s:s?}", "previous",
+	    session_env_name(s), "changed", diff, "reason", why,
+	    "file", env_source(ne)), rw != NULL ? reload_applied : NULL, rw,
+	    &err) != 0) {
+		if (rw != NULL) {
+			json_decref(rw->result);
+			free(rw);
+		}
+		json_decref(res);
+		sandbox_free(sb);
+		env_unref(ne);
+		*kind = err.kind;
+		*cause = err.message;
+		*data = err.data;
+		return -1;
+	}
+	json_decref(res);
+	/* The record is appended: the next tool call sees the new rules. */
+	session_set_runtime(s, ne, sb);
+	log_info("session %s: profile '%s' applied (%s)", session_id(s), name,
+	    why);
+	reload_watch(session_workspace(s), ne);
+	return 0;
+
+invalid:
+	if (ne != NULL)
+		env_unref(ne);
+	if (strcmp(why, "env.use") != 0)
+		reload_invalid(s, name, c, deleted);
+	*cause = c;
+	*data = json_pack("{s:s, s:s}", "env", name, "error", c);
+	return -1;
+}
+
+/* A workspace's profile changed: reload the sessions that use it. */
+static void
+reload_watch_cb(const char *name, void *arg)
+{
+	struct rwatch	*rw = arg;
+	struct session	*s;
+	json_t		*l, *o, *data;
+	enum gbr_err	 kind;
+	char		*cause;
+	size_t		 i;
+
+	l = session_list(rw->workspace);
+	json_array_foreach(l, i, o) {
+		s = session_find(json_string_value(json_object_get(o, "id")));
+		if (s == NULL || strcmp(session_env_name(s), name) != 0)
+			continue;
+		if (reload_apply(s, name, 0, "changed on disk", NULL, NULL,
+		    &kind, &cause, &data) != 0) {
+			free(cause);
+			json_decref(data);
+		}
+	}
+	json_decref(l);
+}
+
+/* After replay: every open session gets its environment. */
+void
+reload_recover(void)
+{
+	struct session	*s;
+	json_t		*l, *o;
+	char		*cause;
+	size_t		 i;
+
+	l = session_list(NULL);
+	json_array_foreach(l, i, o) {
+		s = session_find(json_string_value(json_object_get(o, "id")));
+		if (s != NULL && reload_session(s, NULL, NULL, &cause) != 0) {
+			log_error("session %s: no environment: %s",
+			    session_id(s), cause);
+			free(cause);
+		}
+	}
+	json_decref(l);
+}
+
+/* Stops every watcher. */
+void
+reload_shutdown(void)
+{
+	struct rwatch	*rw;
+
+	while ((rw = TAILQ_FIRST(&reload_watches)) != NULL)
+		reload_watch_free(rw);
+}
+
+/* For daemon.status. */
+json_t *
+reload_status(void)
+{
+	struct rwatch	*rw;
+	const char	*mode = NULL;
+
+	TAILQ_FOREACH(rw, &reload_watches, entry)
+		mode = envwatch_mode(rw->w);
+	return json_pack("{s:I, s:I, s:s?}", "watched_workspaces",
+	    (json_int_t)reload_nwatches, "max", (json_int_t)RELOAD_WATCH_MAX,
+	    "mode", mode);
+}

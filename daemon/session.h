@@ -1,0 +1,172 @@
+/*
+ * Sessions: the long-lived conversations that gbrd holds for its clients.
+ * session.c owns every session (id, name, workspace, environment name,
+ * state machine, history, event sequence, the ring of recent events, the
+ * attached connections and the request_ids remembered for idempotent
+ * calls). Others hold a session by id or name and look it up again when
+ * they need it; a struct session pointer is borrowed and valid only until
+ * the callback returns.
+ *
+ * Every change is a disk log record ("session.*") appended before anyone
+ * hears of it: the record's payload is the event itself, so replaying the
+ * log rebuilds the sessions, their histories, their seq counters, the
+ * request_id memory and the event ring byte for byte. The change is
+ * applied in memory when the record is appended (so the next request sees
+ * it) and announced to attached clients, in seq order, once the log says
+ * the record is written (or fsynced, for a durable one).
+ *
+ * The calls that change a session follow libuv's rule: if one returns -1
+ * its callback never runs; if it returns 0 the callback runs exactly once,
+ * later, from the loop.
+ */
+#ifndef GBRD_SESSION_H
+#define GBRD_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "errors.h"
+
+struct conn;
+struct session;
+
+enum session_state {
+	SESSION_IDLE = 0,
+	SESSION_RUNNING,		/* a turn is running */
+	SESSION_AWAITING_APPROVAL,	/* a turn waits for a human decision */
+	SESSION_INTERRUPTED,		/* the daemon died during the last turn */
+	SESSION_CLOSED,
+};
+
+/* Why a call failed: an error kind, a message and optional data. */
+struct session_error {
+	enum gbr_err	 kind;
+	char		*message;	/* the caller frees */
+	json_t		*data;		/* new reference or NULL */
+};
+
+/*
+ * Called once a change is in the log (error 0) or could not be written
+ * (error is an errno value). result is borrowed: take a reference to keep it.
+ */
+typedef void (*session_done_cb)(void *arg, int error, json_t *result);
+
+/* Registers the module with the disk log; before disklog_open. */
+void		 session_init(void);
+/*
+ * After disklog_open: a turn that was running when the daemon stopped is
+ * marked interrupted (with an event); nothing is re-run.
+ */
+void		 session_recover(void);
+/* Frees everything; after the loop and after disklog_close. */
+void		 session_shutdown(void);
+/* A connection went away: it is detached from every session. */
+void		 session_conn_closed(struct conn *);
+/* Counters for daemon.status (new reference). */
+json_t		*session_status(void);
+
+/* Finds an open session by id or by name (borrowed), or NULL. */
+struct session	*session_find(const char *);
+/* Tells whether a name is acceptable for a session or an environment. */
+int		 session_name_valid(const char *);
+
+/*
+ * Creates a session on an existing folder (workspace is a canonical
+ * absolute path). With reuse, an open session that fits (the named one, or
+ * the most recently active one on the workspace) is returned instead; the
+ * result says "created": false. A request_id seen before returns the first
+ * result.
+ */
+int		 session_create(const char *workspace, const char *env,
+		    const char *system, const char *name, const char *request_id, int reuse,
+		    session_done_cb, void *, struct session_error *);
+/*
+ * Appends the user's message (durable) and starts a turn. A request_id
+ * seen before returns the first result and starts nothing.
+ */
+int		 session_send(struct session *, const char *text,
+		    const char *request_id, session_done_cb, void *,
+		    struct session_error *);
+/* Ends the running turn. The result says whether there was one. */
+int		 session_cancel(struct session *, session_done_cb, void *,
+		    struct session_error *);
+/* Closes a session: clients hear it, then it is gone. */
+int		 session_close(struct session *, session_done_cb, void *,
+		    struct session_error *);
+/*
+ * Attaches a connection. cb runs first, at once, with the result (the
+ * caller replies with it); then the missed events after after_seq (or
+ * resync_required), then replay_complete are queued, and live events
+ * follow. has_after 0 means live events only.
+ */
+int		 session_attach(struct session *, struct conn *, int has_after,
+		    uint64_t after_seq, session_done_cb, void *,
+		    struct session_error *);
+/* Detaches a connection from one session, or from all when NULL. Returns the count. */
+unsigned	 session_detach(struct session *, struct conn *);
+
+/* A session's public fields (new reference). */
+json_t		*session_info(struct session *);
+/* Every open session, optionally only those on one workspace (new reference). */
+json_t		*session_list(const char *workspace);
+/*
+ * Up to limit of the newest messages before seq before (0: the end), as far
+ * as announced, bounded in bytes by half a client queue (new reference).
+ */
+json_t		*session_history(struct session *, size_t limit, uint64_t before);
+
+const char	*session_state_name(enum session_state);
+
+/* Accessors (borrowed strings). */
+const char	*session_id(const struct session *);
+const char	*session_workspace(const struct session *);
+const char	*session_env_name(const struct session *);
+
+/*
+ * The environment and sandbox loaded for a session (reload.c loads them;
+ * the session keeps them and frees them with itself). Borrowed; either may
+ * be NULL until loaded.
+ */
+struct env;
+struct sandbox;
+void		 session_runtime(struct session *, struct env **,
+		    struct sandbox **);
+/* Swaps in a new environment and sandbox (both stolen); frees the old. */
+void		 session_set_runtime(struct session *, struct env *,
+		    struct sandbox *);
+
+/*
+ * Appends an event that changes nothing but the seq (sandbox.denied,
+ * env.invalid): fields (stolen) join {session, seq, ts, type}. cb may be
+ * NULL.
+ */
+int		 session_event(struct session *, const char *type,
+		    json_t *fields, session_done_cb, void *,
+		    struct session_error *);
+/*
+ * Appends a history message announced as an event of its own type
+ * (tool.call, tool.result); a request_id is remembered with it. message,
+ * fields and result are stolen; result is what cb receives.
+ */
+int		 session_message(struct session *, const char *type,
+		    json_t *message, json_t *fields, const char *request_id,
+		    json_t *result, session_done_cb, void *,
+		    struct session_error *);
+/*
+ * A resent request_id: 0 if unknown; 1 if known, and cb runs exactly once
+ * (now, or once its record is written) with the message that carries it
+ * and "duplicate": true.
+ */
+int		 session_request_lookup(struct session *, const char *request_id,
+		    session_done_cb, void *);
+/*
+ * Changes the environment's name and the system message (a durable
+ * session.env record announced as type; fields stolen). Every other
+ * history message stays untouched. cb may be NULL.
+ */
+int		 session_set_env(struct session *, const char *type,
+		    const char *env, const char *system, json_t *fields,
+		    session_done_cb, void *, struct session_error *);
+
+#endif

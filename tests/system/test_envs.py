@@ -1,0 +1,166 @@
+"""Environment profiles against a real gbrd: env.list/show/use/reload, a
+session created with a profile, hot reload while a client is attached
+(env.reloaded, the new rule on the next call, the system message
+replaced), a broken profile (env.invalid, old rules kept), a burst of
+saves giving one reload, a deleted profile, and a restart keeping the
+session's choice."""
+import os
+import time
+
+import pytest
+
+from test_tools import evparams, wait_for
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, path)
+
+
+PROFILE = """[env]
+allowed_root = .
+protected_files = {prot}
+[prompt]
+system = {prompt}
+"""
+
+
+@pytest.fixture
+def ws(tmpdir_short):
+    d = os.path.join(tmpdir_short, "proj")
+    os.makedirs(d)
+    write(os.path.join(d, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="locked.txt", prompt="You are dev one."))
+    return d
+
+
+def session(d, ws, env="dev"):
+    c = d.conn()
+    r = c.call("session.create", {"workspace": ws, "env": env})
+    assert "result" in r, r
+    w = d.conn()
+    w.call("session.attach", {"session": r["result"]["id"]})
+    return c, w, r["result"]["id"]
+
+
+def write_tool(c, sid, path):
+    return c.call("tool.call", {"session": sid, "tool": "write_file",
+                                "args": {"path": path, "content": "x"}})
+
+
+def test_list_show_use(daemon, ws):
+    c, w, sid = session(daemon, ws)
+    l = c.call("env.list", {"session": sid})["result"]
+    names = {e["name"] for e in l["envs"]}
+    assert "dev" in names and l["current"] == "dev"
+    l = c.call("env.list", {"workspace": ws})["result"]
+    assert "dev" in {e["name"] for e in l["envs"]}
+    sh = c.call("env.show", {"session": sid})["result"]
+    assert sh["in_use"] is True and sh["name"] == "dev"
+    h = c.call("session.history", {"session": sid})["result"]
+    assert h["system"]["content"] == "You are dev one."
+    # env.use: the built-in default (no default.ini here).
+    r = c.call("env.use", {"session": sid, "env": "default"})["result"]
+    assert r["env"] == "default"
+    wait_for(w, lambda p: p["type"] == "env.reloaded" and p["env"] == "default")
+    assert "result" in write_tool(c, sid, "locked.txt")
+    r = c.call("env.use", {"session": sid, "env": "nope"})
+    assert r["error"]["data"]["kind"] == "invalid_env"
+    r = c.call("env.show", {"session": sid, "env": "nope"})
+    assert r["error"]["data"]["kind"] == "invalid_env"
+    r = c.call("env.use", {"session": sid, "env": "dev"})["result"]
+    assert write_tool(c, sid, "locked.txt")["error"]["data"]["kind"] == \
+        "protected_path"
+
+
+def test_create_with_broken_profile_refused(daemon, ws):
+    write(os.path.join(ws, ".gbr_envs", "bad.ini"), "[env]\nbogus_key = 1\n")
+    r = daemon.conn().call("session.create", {"workspace": ws, "env": "bad"})
+    assert r["error"]["data"]["kind"] == "invalid_env"
+    assert "bad.ini" in r["error"]["data"]["error"]
+
+
+def test_hot_reload(daemon, ws):
+    c, w, sid = session(daemon, ws)
+    c.call("session.send", {"session": sid, "text": "keep me"})
+    assert "result" in write_tool(c, sid, "other.txt")
+    write(os.path.join(ws, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="other.txt", prompt="You are dev two."))
+    ev = wait_for(w, lambda p: p["type"] == "env.reloaded", timeout=20)[-1]
+    assert "env.protected_files" in ev["changed"] or ev["changed"]
+    r = write_tool(c, sid, "other.txt")
+    assert r["error"]["data"]["kind"] == "protected_path"
+    assert "result" in write_tool(c, sid, "locked.txt")
+    h = c.call("session.history", {"session": sid})["result"]
+    assert h["system"]["content"] == "You are dev two."
+    assert [m["content"] for m in h["messages"] if m["role"] == "user"] == ["keep me"]
+
+    # Broken: env.invalid, the old rules stay.
+    write(os.path.join(ws, ".gbr_envs", "dev.ini"), "[env]\nallowed_root = ../..\n")
+    ev = wait_for(w, lambda p: p["type"] == "env.invalid", timeout=20)[-1]
+    assert "dev.ini" in ev["error"]
+    assert write_tool(c, sid, "other.txt")["error"]["data"]["kind"] == "protected_path"
+    h = c.call("session.history", {"session": sid})["result"]
+    assert h["system"]["content"] == "You are dev two."
+
+    # Deleted: the last good one stays, and the clients hear why.
+    os.unlink(os.path.join(ws, ".gbr_envs", "dev.ini"))
+    ev = wait_for(w, lambda p: p["type"] == "env.invalid" and p.get("deleted"),
+                  timeout=20)[-1]
+    assert write_tool(c, sid, "other.txt")["error"]["data"]["kind"] == "protected_path"
+
+
+def test_burst_gives_one_reload(daemon, ws):
+    c, w, sid = session(daemon, ws)
+    path = os.path.join(ws, ".gbr_envs", "dev.ini")
+    for i in range(50):
+        write(path, PROFILE.format(prot="locked.txt", prompt="burst %d" % i))
+    wait_for(w, lambda p: p["type"] == "env.reloaded", timeout=20)
+    time.sleep(3)
+    c.call("daemon.ping")
+    w.call("daemon.ping")
+    n = [p for p in evparams(w) if p["type"] == "env.reloaded"]
+    assert len(n) == 1, n
+    h = c.call("session.history", {"session": sid})["result"]
+    assert h["system"]["content"] == "burst 49"
+
+
+def test_reload_forced(daemon, ws):
+    c, w, sid = session(daemon, ws)
+    r = c.call("env.reload", {"session": sid})["result"]
+    assert r["env"] == "dev" and r["reloaded"] is True
+    r = daemon.ctl("env", "reload", sid)
+    assert r.returncode == 0, r.stderr
+    r = daemon.ctl("env", "list", sid)
+    assert r.returncode == 0 and "dev" in r.stdout
+    r = daemon.ctl("env", "use", sid, "nope")
+    assert r.returncode == 1
+
+
+def test_restart_keeps_env(make_daemon, ws):
+    d = make_daemon()
+    c, w, sid = session(d, ws)
+    write(os.path.join(ws, ".gbr_envs", "other.ini"),
+          PROFILE.format(prot="x.txt", prompt="Other."))
+    assert "result" in c.call("env.use", {"session": sid, "env": "other"})
+    d.stop()
+    d.start()
+    c = d.conn()
+    info = c.call("session.list")["result"]["sessions"][0]
+    assert info["env"] == "other"
+    assert c.call("env.show", {"session": sid})["result"]["name"] == "other"
+    assert write_tool(c, sid, "x.txt")["error"]["data"]["kind"] == "protected_path"
+    h = c.call("session.history", {"session": sid})["result"]
+    assert h["system"]["content"] == "Other."
+    # A profile broken while the daemon was down: the session stays, on
+    # the built-in default, with env.invalid.
+    write(os.path.join(ws, ".gbr_envs", "other.ini"), "[env]\nnope = 1\n")
+    d.stop()
+    d.start()
+    c = d.conn()
+    c.call("session.attach", {"session": sid, "after_seq": 0})
+    wait_for(c, lambda p: p["type"] == "env.invalid")
+    assert c.call("env.show", {"session": sid})["result"]["name"] == "default"
