@@ -92,8 +92,13 @@ usage(FILE *f)
 "\n"
 "Commands:\n");
 	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-		fprintf(f, "  %-9s %-22s %s\n", cmds[i].name, cmds[i].args,
-		    cmds[i].help);
+		/* Long argument lists get the help on a line of its own. */
+		if (strlen(cmds[i].args) > 22)
+			fprintf(f, "  %-9s %s\n  %-9s %-22s %s\n", cmds[i].name,
+			    cmds[i].args, "", "", cmds[i].help);
+		else
+			fprintf(f, "  %-9s %-22s %s\n", cmds[i].name,
+			    cmds[i].args, cmds[i].help);
 	fprintf(f,
 "\n"
 "Options:\n"

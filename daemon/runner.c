@@ -126,6 +126,8 @@ static struct {
 	int			 ll_abi;
 	/* What a probe run of gbr-exec reported at start. */
 	int			 probe_ok, probe_ns, probe_userns, probe_caps;
+	/* An "auto" layer that fails here (not merely missing) stays off. */
+	int			 ns_broken, ll_broken;
 	char			 probe_nproc[32];
 	char			*probe_error;
 	int			 dumpable_off;
@@ -278,7 +280,7 @@ rn_parse_setup(const char *line, int *ns, int *userns, int *ll, int *caps,
  * 5 s poll.
  */
 static void
-rn_probe(void)
+rn_probe(enum runner_mode ll_mode, enum runner_mode ns_mode)
 {
 	posix_spawn_file_actions_t	 fa;
 	struct rn_strv			 av;
@@ -301,9 +303,9 @@ rn_probe(void)
 	rn_strv_add(&av, "-T");
 	rn_strv_num(&av, "-s", RN_STATUS_FD);
 	rn_strv_add(&av, "-l");
-	rn_strv_add(&av, rn_mode_name(rn.landlock));
+	rn_strv_add(&av, rn_mode_name(ll_mode));
 	rn_strv_add(&av, "-N");
-	rn_strv_add(&av, rn_mode_name(rn.namespaces));
+	rn_strv_add(&av, rn_mode_name(ns_mode));
 	rn_strv_num(&av, "-n", 64);
 	rn_strv_add(&av, "-w");
 	rn_strv_add(&av, "/tmp");
@@ -354,6 +356,10 @@ rn_apply(const struct runner_config *cfg)
 	rn.grace_ms = cfg->grace_ms > 0 ? cfg->grace_ms : 2000;
 	rn.landlock = cfg->landlock;
 	rn.namespaces = cfg->namespaces;
+	if (rn.ns_broken && rn.namespaces == RUNNER_AUTO)
+		rn.namespaces = RUNNER_OFF;
+	if (rn.ll_broken && rn.landlock == RUNNER_AUTO)
+		rn.landlock = RUNNER_OFF;
 }
 
 /* Takes the hidden files (at start only: they do not change on reload). */
@@ -1310,7 +1316,27 @@ runner_init(struct event_base *base, const struct runner_config *cfg,
 		    "set GBR_EXEC, or install it beside gbrd or in libexec");
 		return 0;
 	}
-	rn_probe();
+	rn_probe(rn.landlock, rn.namespaces);
+	/*
+	 * A system can offer a layer and then refuse part of it (a user
+	 * namespace whose uid_map cannot be written, under some AppArmor
+	 * policies): in "auto" such a layer is turned off, said once, and
+	 * daemon.status shows it; "require" stays a refusal.
+	 */
+	if (!rn.probe_ok && rn.namespaces == RUNNER_AUTO) {
+		log_warn("runner: namespaces fail here (%s); running without",
+		    rn.probe_error);
+		rn.ns_broken = 1;
+		rn.namespaces = RUNNER_OFF;
+		rn_probe(rn.landlock, rn.namespaces);
+	}
+	if (!rn.probe_ok && rn.landlock == RUNNER_AUTO) {
+		log_warn("runner: Landlock fails here (%s); running without",
+		    rn.probe_error);
+		rn.ll_broken = 1;
+		rn.landlock = RUNNER_OFF;
+		rn_probe(rn.landlock, rn.namespaces);
+	}
 	if (!rn.probe_ok) {
 		log_warn("runner: %s does not work here: %s", rn.exec_path,
 		    rn.probe_error);
@@ -1497,7 +1523,9 @@ runner_status_json(void)
 	json_t		*o, *ll;
 	const char	*why = NULL;
 
-	if (rn.landlock == RUNNER_OFF)
+	if (rn.ll_broken)
+		why = "the kernel offers it but refused a ruleset (see the log)";
+	else if (rn.landlock == RUNNER_OFF)
 		why = "off in gbrd.conf";
 	else if (rn.ll_abi == 0)
 		why = "the kernel has no Landlock, or it is disabled";

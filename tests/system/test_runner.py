@@ -67,6 +67,10 @@ class Runner:
         self.ws = str(ws)
         self.tmp = str(tmp)
         self.conf = None
+        # A state folder: the temp folder goes there (so a killed driver
+        # leaves nothing in /tmp) and leftovers are swept at each start.
+        self.state = os.path.join(self.tmp, "state")
+        os.makedirs(self.state, mode=0o700, exist_ok=True)
         self.env = dict(os.environ, GBR_EXEC=GBR_EXEC)
         for k in SECRETS:
             self.env.pop(k, None)
@@ -89,6 +93,8 @@ class Runner:
             cmd += ["-c", self.conf]
         if n != 1:
             cmd += ["-n", str(n)]
+        if "-I" not in flags:
+            cmd += ["-I", self.state]
         cmd += list(flags) + [tool]
         if args is not None:
             text = json.dumps(args)
@@ -415,8 +421,8 @@ def test_leftovers_are_swept_at_the_next_start(rn, tmp_path):
     # Without namespaces a setsid grandchild can outlive a killed parent;
     # the next start with the same state folder kills it. driver-only.
     rn.config("[exec]\nnamespaces = off\n")
-    state = tmp_path / "state"
-    state.mkdir()
+    state = tmp_path / "state2"
+    state.mkdir(mode=0o700)
     m = marker()
     p = subprocess.Popen(rn.argv("run_script", sh("setsid sleep %s & sleep %s" % (m, m), 60000),
                                  flags=["-I", str(state)]),
