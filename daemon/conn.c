@@ -61,6 +61,7 @@ struct conn {
 	struct event	*ev_write;
 	struct event	*ev_grace;
 	struct event	*ev_resume;	/* handles held requests after backpressure */
+	struct event	*ev_flush;	/* one write for everything queued in a pass */
 	struct frame	*frame;
 	struct evbuffer	*out;
 	size_t		 out_max;
@@ -80,6 +81,7 @@ static void	conn_read_cb(evutil_socket_t, short, void *);
 static void	conn_write_cb(evutil_socket_t, short, void *);
 static void	conn_grace_cb(evutil_socket_t, short, void *);
 static void	conn_resume_cb(evutil_socket_t, short, void *);
+static void	conn_flush_cb(evutil_socket_t, short, void *);
 static void	conn_flush(struct conn *);
 
 /* Sets the event base. */
@@ -110,8 +112,9 @@ conn_create(int fd, uid_t uid, pid_t pid)
 	c->ev_write = event_new(conn_base, fd, EV_WRITE | EV_PERSIST, conn_write_cb, c);
 	c->ev_grace = evtimer_new(conn_base, conn_grace_cb, c);
 	c->ev_resume = event_new(conn_base, -1, 0, conn_resume_cb, c);
+	c->ev_flush = event_new(conn_base, -1, 0, conn_flush_cb, c);
 	if (c->ev_read == NULL || c->ev_write == NULL || c->ev_grace == NULL ||
-	    c->ev_resume == NULL)
+	    c->ev_resume == NULL || c->ev_flush == NULL)
 		fatalx("event_new failed");
 	event_add(c->ev_read, NULL);
 	TAILQ_INSERT_TAIL(&conn_list, c, entry);
@@ -132,6 +135,7 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
 	event_free(c->ev_write);
 	event_free(c->ev_grace);
 	event_free(c->ev_resume);
+	event_free(c->ev_flush);
 	frame_free(c->frame);
 	evbuffer_free(c->out);
 	free(c->why);
@@ -166,6 +170,7 @@ conn_close(struct conn *c, const char *why)
 	event_del(c->ev_write);
 	event_del(c->ev_grace);
 	event_del(c->ev_resume);
+	event_del(c->ev_flush);
 	close(c->fd);
 	c->fd = -1;
 	TAILQ_REMOVE(&conn_list, c, entry);
@@ -249,6 +254,29 @@ conn_flush(struct conn *c)
 		event_active(c->ev_resume, EV_TIMEOUT, 0);
 	}
 	conn_maybe_finish(c);
+}
+
+/* Writes, from the loop, everything queued since the flush was scheduled. */
+static void
+conn_flush_cb(evutil_socket_t fd, short events, void *arg)
+{
+	conn_flush(arg);
+}
+
+/*
+ * Schedules a write for what was queued outside a read batch (events, late
+ * replies). Several events produced by one callback, such as a turn's
+ * state change and its message, then leave in one writev instead of one
+ * system call each; the flush runs before the loop waits again, so no
+ * latency is added. Inside a read batch the batch's own flush does it.
+ */
+static void
+conn_schedule_flush(struct conn *c)
+{
+	if ((c->flags & (CONN_IN_READ | CONN_CLOSED)) ||
+	    event_pending(c->ev_flush, EV_TIMEOUT, NULL))
+		return;
+	event_active(c->ev_flush, EV_TIMEOUT, 0);
 }
 
 /* The socket can take more. */
@@ -351,8 +379,7 @@ conn_send(struct conn *c, const json_t *msg)
 		conn_evict(c);
 		return -1;
 	}
-	if (!(c->flags & CONN_IN_READ))
-		conn_flush(c);
+	conn_schedule_flush(c);
 	return 0;
 }
 
@@ -368,8 +395,7 @@ conn_send_raw(struct conn *c, const char *buf, size_t len)
 		conn_evict(c);
 		return -1;
 	}
-	if (!(c->flags & CONN_IN_READ))
-		conn_flush(c);
+	conn_schedule_flush(c);
 	return 0;
 }
 
@@ -474,8 +500,7 @@ conn_request_end(struct conn *c)
 {
 	if (c->pending > 0)
 		c->pending--;
-	if (!(c->flags & CONN_IN_READ))
-		conn_flush(c);
+	conn_schedule_flush(c);
 }
 
 /* Returns the connection's id. */
