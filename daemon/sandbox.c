@@ -811,7 +811,17 @@ sb_open_read(struct sb_op *op, int want_dir, int *fdp, struct stat *st,
 			/* ENOTDIR: is it the last part that is not a folder? */
 			int pfd = osdep_open_beneath(op->sb->roots[root].fd, rel,
 			    O_PATH | O_CLOEXEC, 0, 0);
+			struct stat pst;
 
+			/*
+			 * Only if what is there now is no folder: a folder
+			 * renamed in between is a not_found as first said.
+			 */
+			if (pfd != -1 && (fstat(pfd, &pst) != 0 ||
+			    S_ISDIR(pst.st_mode))) {
+				close(pfd);
+				pfd = -1;
+			}
 			if (pfd != -1) {
 				close(pfd);
 				free(*op->reason);
