@@ -262,7 +262,7 @@ static int
 ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
     json_int_t turn)
 {
-	struct render	 rd = { stdout, 0, 0, 1 };
+	struct render	 rd = { stdout, 0, 0, 1, 0 };
 	json_t		*res, *msg, *p, *answer = json_array(), *errors = json_array();
 	const char	*type, *state, *outcome = "unknown", *role;
 	char		*cause = NULL;
@@ -318,6 +318,9 @@ ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
 			outcome = strcmp(outcome, "completed") == 0 ? "completed" :
 			    strcmp(outcome, "no_provider") == 0 ? "no_provider" :
 			    strcmp(outcome, "cancelled") == 0 ? "cancelled" :
+			    strcmp(outcome, "check_failed") == 0 ? "check_failed" :
+			    strcmp(outcome, "max_steps") == 0 ? "max_steps" :
+			    strcmp(outcome, "error") == 0 ? "error" :
 			    strcmp(state, "interrupted") == 0 ? "interrupted" :
 			    strcmp(state, "closed") == 0 ? "closed" : "ended";
 			done = 1;
@@ -398,7 +401,7 @@ int
 ctl_session_attach(struct ctl *ctl, int argc, char **argv)
 {
 	struct ctl_opts	 o;
-	struct render	 rd = { stdout, 0, 0, 0 };
+	struct render	 rd = { stdout, 0, 0, 0, 0 };
 	json_t		*params, *res, *msg, *p;
 	char		*cause = NULL;
 	int		 r;
@@ -435,7 +438,7 @@ int
 ctl_session_history(struct ctl *ctl, int argc, char **argv)
 {
 	struct ctl_opts	 o;
-	struct render	 rd = { stdout, 0, 0, 0 };
+	struct render	 rd = { stdout, 0, 0, 0, 0 };
 	json_t		*params, *res, *m;
 	size_t		 i;
 	int		 r;

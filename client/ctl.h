@@ -53,7 +53,18 @@ int	ctl_tool(struct ctl *, int, char **);
 int	ctl_tools(struct ctl *, int, char **);
 int	ctl_env(struct ctl *, int, char **);
 
+/* ctl-approval.c: approvals, approve, deny, edit, grants, revoke. */
+int	ctl_approvals(struct ctl *, int, char **);
+int	ctl_approve(struct ctl *, int, char **);
+int	ctl_deny(struct ctl *, int, char **);
+int	ctl_edit(struct ctl *, int, char **);
+int	ctl_grants(struct ctl *, int, char **);
+int	ctl_revoke(struct ctl *, int, char **);
+
 /* ctl-run.c: gbrctl run SESSION [--timeout-ms MS] -- ARGV... */
 int	ctl_run(struct ctl *, int, char **);
+
+/* ctl-mcp.c: gbrctl mcp, the MCP server over stdio. */
+int	ctl_mcp(struct ctl *, int, char **);
 
 #endif

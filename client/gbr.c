@@ -19,6 +19,19 @@
  * tests), prints events without a prompt, and at end of input waits for
  * the turn it started to end before it detaches.
  *
+ * Approvals. The session's pending approvals (from approval.requested
+ * events, and from approval.list on attach) are kept in arrival order. On
+ * a terminal the oldest is shown (escaped, its diff coloured and bounded)
+ * and the prompt turns into the question; the line the person was typing
+ * is put aside and given back afterwards. The question is only a prompt:
+ * the loop goes on reading events meanwhile, so streamed text and other
+ * approvals keep coming, and when another terminal answers first the
+ * approval.resolved event drops the question. "e" runs the editor on a
+ * private temporary file; while it has the terminal the socket is still
+ * read (a client that stops reading gets evicted) and what would have been
+ * printed waits in a bounded buffer. Without a terminal approvals are
+ * printed and /approve, /deny answer them.
+ *
  * Keys: Enter sends; Ctrl-C cancels the running turn, else clears the
  * line, and twice in a row leaves; Ctrl-D on an empty line detaches and
  * leaves (the session keeps running); closing the terminal (SIGHUP)
@@ -27,6 +40,8 @@
 #include "gbr-config.h"
 
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +51,7 @@
 #include <locale.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +71,21 @@
 #define GBR_CALL_MS		30000	/* longest wait for a reply */
 #define GBR_RECONNECT_TRIES	20
 #define GBR_DOUBLE_INT_MS	2000	/* two Ctrl-C within this leave */
+#define GBR_APPROVALS_MAX	256	/* pending approvals kept here */
+#define GBR_MINE_MAX		64	/* approvals answered here, remembered */
+#define GBR_DIFF_LINES		40	/* diff lines shown before "... N more" */
+#define GBR_EDIT_MAX		(16 * 1024 * 1024) /* a file read for an edit */
+#define GBR_DEFER_MAX		(1024 * 1024) /* output kept while an editor runs */
+#define GBR_LINE_DEFAULT	(1024 * 1024) /* the daemon's line limit, if unsaid */
+
+extern char **environ;
+
+/* What the prompt is asking. */
+enum gbr_ask {
+	ASK_NONE = 0,		/* nothing: lines are messages */
+	ASK_DECISION,		/* [a]pprove / [d]eny / [e]dit / [s]ession */
+	ASK_REASON,		/* the reason for a denial */
+};
 
 struct gbr {
 	char		*socket;
@@ -64,7 +95,9 @@ struct gbr {
 	char		*session;	/* id of the attached session */
 	char		*label;		/* its name, or its id */
 	char		*env;
+	char		*workspace;	/* the session's folder (a real path) */
 	long long	 last_seq;	/* last event seen */
+	size_t		 max_line;	/* the longest request line gbrd takes */
 	int		 tty;
 	struct render	 rd;
 
@@ -94,6 +127,18 @@ struct gbr {
 	size_t		 ilen;
 	int		 ieof;
 	int		 idiscard;	/* skipping the rest of an over-long line */
+
+	json_t		*appr;		/* pending approvals, oldest first */
+	json_t		*appr_mine;	/* ids answered from here: {id: true} */
+	int		 appr_full;	/* said that GBR_APPROVALS_MAX was reached */
+	int		 replaying;	/* attached, replay_complete not seen yet */
+	char		*ask_id;	/* the approval the prompt asks about */
+	enum gbr_ask	 ask;
+	char		*saved_line;	/* the half-typed line, put aside */
+	int		 in_editor;	/* an editor has the terminal */
+	char		*defer;		/* output held while it does */
+	size_t		 defer_len;
+	size_t		 defer_lost;
 };
 
 static struct gbr		 G;
@@ -101,6 +146,12 @@ static int			 gbr_sigpipe[2] = { -1, -1 };
 static volatile sig_atomic_t	 gbr_got_int, gbr_got_hup, gbr_got_winch;
 
 static void	gbr_event(const json_t *);
+static int	gbr_appr_find(const char *);
+static int	gbr_appr_editable(const json_t *);
+static int	gbr_appr_grantable(const json_t *);
+static void	gbr_appr_requested(const json_t *);
+static void	gbr_appr_resolved(const json_t *);
+static void	gbr_appr_announce(void);
 
 /* Prints usage. */
 static void
@@ -122,7 +173,11 @@ usage(FILE *f)
 "  -V, --version       print the version\n"
 "\n"
 "Keys: Enter sends, Ctrl-C cancels the running turn (twice: leave),\n"
-"Ctrl-D detaches (the session keeps running in gbrd).\n");
+"Ctrl-D detaches (the session keeps running in gbrd).\n"
+"\n"
+"A pending approval is shown with its diff and asked at the prompt:\n"
+"[a]pprove / [d]eny / [e]dit ($VISUAL, else $EDITOR, else vi) /\n"
+"[s]ession-approve. /approvals lists them.\n");
 }
 
 /* Wall-clock milliseconds. */
@@ -163,14 +218,49 @@ gbr_cols(void)
 	return 80;
 }
 
-/* libedit prompt: the session, and a spinner with the elapsed time during a turn. */
+/* Diff lines shown at once: GBR_DIFF_LINES, fewer if the header would scroll away. */
+static size_t
+gbr_diff_lines(void)
+{
+	struct winsize	ws;
+
+	if (G.tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+		if (ws.ws_row < 22)
+			return 10;
+		if ((size_t)ws.ws_row - 12 < GBR_DIFF_LINES)
+			return (size_t)ws.ws_row - 12;
+	}
+	return GBR_DIFF_LINES;
+}
+
+/*
+ * libedit prompt: the session, and a spinner with the elapsed time during
+ * a turn; or the question about an approval.
+ */
 static char *
 gbr_prompt(EditLine *el)
 {
 	static const char	spin[] = "|/-\\";
+	const json_t		*a;
 	long long		ms;
+	size_t			n = json_array_size(G.appr);
+	char			more[32];
+	int			i;
 
-	if (G.running) {
+	if (G.ask == ASK_DECISION) {
+		more[0] = '\0';
+		if (n > 1)
+			snprintf(more, sizeof more, "(%zu more) ", n - 1);
+		i = gbr_appr_find(G.ask_id);
+		a = i >= 0 ? json_array_get(G.appr, (size_t)i) : NULL;
+		snprintf(G.prompt, sizeof G.prompt, "%s[a]pprove / [d]eny%s%s? ",
+		    more, a == NULL || gbr_appr_editable(a) ? " / [e]dit" : "",
+		    a == NULL || gbr_appr_grantable(a) ? " / [s]ession-approve" :
+		    "");
+	} else if (G.ask == ASK_REASON)
+		snprintf(G.prompt, sizeof G.prompt,
+		    "reason for denying (Enter for none)> ");
+	else if (G.running) {
 		ms = gbr_now_ms() - G.turn_start_ms;
 		if (ms < 0)
 			ms = 0;
@@ -242,12 +332,23 @@ gbr_track_col(const char *buf, size_t len)
 	}
 }
 
-/* Writes output above the prompt. */
+/* Writes output above the prompt (or keeps it while an editor runs). */
 static void
 gbr_write(const char *buf, size_t len)
 {
 	if (len == 0 || G.hangup)
 		return;
+	if (G.in_editor) {
+		if (len > GBR_DEFER_MAX - G.defer_len) {
+			G.defer_lost += len;
+			return;
+		}
+		G.defer = xreallocarray(G.defer, G.defer_len + len, 1);
+		memcpy(G.defer + G.defer_len, buf, len);
+		G.defer_len += len;
+		gbr_track_col(buf, len);
+		return;
+	}
 	gbr_out_begin();
 	fwrite(buf, 1, len, stdout);
 	gbr_track_col(buf, len);
@@ -322,6 +423,8 @@ gbr_event(const json_t *p)
 	if (strcmp(type, "replay_complete") == 0) {
 		if (seq > G.last_seq)
 			G.last_seq = seq;
+		G.replaying = 0;
+		gbr_appr_announce();
 		return;
 	}
 	if (strcmp(type, "resync_required") == 0) {
@@ -342,8 +445,7 @@ gbr_event(const json_t *p)
 				    json_object_get(p, "ts"));
 			G.running = 1;
 			G.turn = json_integer_value(json_object_get(p, "turn"));
-			if (strcmp(state, "awaiting_approval") == 0)
-				gbr_render(p, 0);
+			/* awaiting_approval: the approval itself says it. */
 			gbr_redraw();
 			return;
 		}
@@ -354,6 +456,14 @@ gbr_event(const json_t *p)
 			G.leave = 1;
 			return;
 		}
+	}
+	if (strcmp(type, "approval.requested") == 0) {
+		gbr_appr_requested(json_object_get(p, "approval"));
+		return;
+	}
+	if (strcmp(type, "approval.resolved") == 0) {
+		gbr_appr_resolved(json_object_get(p, "approval"));
+		return;
 	}
 	if (strcmp(type, "message") == 0 && G.tty &&
 	    (m = json_object_get(p, "message")) != NULL &&
@@ -384,6 +494,24 @@ gbr_drain(void)
 	}
 }
 
+/* Prints an error reply: its message and kind, escaped. */
+static void
+gbr_say_error(const json_t *reply)
+{
+	const char	*msg = client_error_message(reply);
+	const char	*kind = client_error_kind(reply);
+	char		*m, *k;
+
+	m = render_escape(msg != NULL ? msg : "error", msg != NULL ?
+	    strlen(msg) : 5, 0, 4096);
+	k = render_escape(kind != NULL ? kind : "?", kind != NULL ?
+	    strlen(kind) : 1, RENDER_ESC_BACKSLASH, 128);
+	gbr_say("%s! %s (%s)%s\n", render_color(&G.rd, "error"), m, k,
+	    render_color(&G.rd, "reset"));
+	free(m);
+	free(k);
+}
+
 /*
  * Calls a method. Returns the result (new reference), or NULL after
  * printing the error; *kind gets the error kind (borrowed from a static
@@ -412,11 +540,7 @@ gbr_call(const char *method, json_t *params, char *kind, size_t kindlen)
 		if (kind != NULL)
 			snprintf(kind, kindlen, "%s", client_error_kind(reply) != NULL ?
 			    client_error_kind(reply) : "");
-		gbr_say("%s! %s (%s)%s\n", render_color(&G.rd, "error"),
-		    client_error_message(reply) != NULL ?
-		    client_error_message(reply) : "error",
-		    client_error_kind(reply) != NULL ? client_error_kind(reply) : "?",
-		    render_color(&G.rd, "reset"));
+		gbr_say_error(reply);
 		json_decref(reply);
 		return NULL;
 	}
@@ -457,6 +581,9 @@ gbr_set_session(const json_t *info)
 	free(G.session);
 	free(G.label);
 	free(G.env);
+	free(G.workspace);
+	G.workspace = json_string_value(json_object_get(info, "workspace")) != NULL ?
+	    xstrdup(json_string_value(json_object_get(info, "workspace"))) : NULL;
 	G.session = xstrdup(json_string_value(json_object_get(info, "id")));
 	G.label = xasprintf("gbr:%s", name != NULL ? name : G.session);
 	G.env = xstrdup(json_string_value(json_object_get(info, "env")) != NULL ?
@@ -484,27 +611,1053 @@ gbr_has_method(const char *name)
 	return 0;
 }
 
-/* Shows the approvals waiting in this session, where the daemon has them. */
-static void
-gbr_show_approvals(void)
+/* The longest request line the daemon takes (hello's limits). */
+static size_t
+gbr_max_line(void)
 {
-	json_t	*res, *a, *list;
+	json_t	*v;
+
+	if (G.cl == NULL)
+		return GBR_LINE_DEFAULT;
+	v = json_object_get(json_object_get(client_hello(G.cl), "limits"),
+	    "max_line_bytes");
+	if (!json_is_integer(v) || json_integer_value(v) < 4096)
+		return GBR_LINE_DEFAULT;
+	return (size_t)json_integer_value(v);
+}
+
+/* The id of an approval object (borrowed), or NULL. */
+static const char *
+gbr_appr_id(const json_t *a)
+{
+	return json_string_value(json_object_get(a, "id"));
+}
+
+/* Finds a pending approval by id: its index in G.appr, or -1. */
+static int
+gbr_appr_find(const char *id)
+{
+	json_t	*a;
 	size_t	 i;
 
-	if (!gbr_has_method("approval.list"))
+	if (id == NULL)
+		return -1;
+	json_array_foreach(G.appr, i, a) {
+		if (gbr_appr_id(a) != NULL && strcmp(gbr_appr_id(a), id) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Tells whether an approval is a change to a file, which "e" can edit. */
+static int
+gbr_appr_editable(const json_t *a)
+{
+	const char	*tool = json_string_value(json_object_get(a, "tool"));
+
+	if (json_is_string(json_object_get(a, "proposed")) ||
+	    json_is_string(json_object_get(a, "content")))
+		return 1;
+	return tool != NULL && (strcmp(tool, "write_file") == 0 ||
+	    strcmp(tool, "edit_file") == 0);
+}
+
+/*
+ * Tells whether "s" can grant an approval for the rest of the session:
+ * not for .gbr_envs/, which gbrd asks about every time.
+ */
+static int
+gbr_appr_grantable(const json_t *a)
+{
+	const char	*why = json_string_value(json_object_get(a, "why"));
+
+	return why == NULL || strcmp(why, "env_dir") != 0;
+}
+
+/* Adds (a copy of) a pending approval, or updates it. Returns 1 if it is new. */
+static int
+gbr_appr_add(const json_t *a)
+{
+	json_t	*copy, *old;
+	int	 i;
+
+	if (!json_is_object(a) || gbr_appr_id(a) == NULL)
+		return 0;
+	copy = json_deep_copy(a);
+	if ((i = gbr_appr_find(gbr_appr_id(a))) >= 0) {
+		old = json_array_get(G.appr, (size_t)i);
+		json_object_set_new(copy, "gbr_shown", json_boolean(json_is_true(
+		    json_object_get(old, "gbr_shown"))));
+		json_array_set_new(G.appr, (size_t)i, copy);
+		return 0;
+	}
+	if (json_array_size(G.appr) >= GBR_APPROVALS_MAX) {
+		json_decref(copy);
+		if (!G.appr_full)
+			gbr_say("%s? more than %d approvals are pending; /approvals "
+			    "lists them%s\n", render_color(&G.rd, "approval"),
+			    GBR_APPROVALS_MAX, render_color(&G.rd, "reset"));
+		G.appr_full = 1;
+		return 0;
+	}
+	json_object_set_new(copy, "gbr_shown", json_false());
+	json_array_append_new(G.appr, copy);
+	return 1;
+}
+
+/*
+ * Forgets a pending approval. Returns -1 if it was not pending here, else
+ * whether it had been shown.
+ */
+static int
+gbr_appr_remove(const char *id)
+{
+	int	i = gbr_appr_find(id), shown;
+
+	if (i < 0)
+		return -1;
+	shown = json_is_true(json_object_get(json_array_get(G.appr, (size_t)i),
+	    "gbr_shown"));
+	json_array_remove(G.appr, (size_t)i);
+	if (json_array_size(G.appr) < GBR_APPROVALS_MAX)
+		G.appr_full = 0;
+	return shown;
+}
+
+/* Forgets every pending approval (another session is attached). */
+static void
+gbr_appr_clear(void)
+{
+	json_array_clear(G.appr);
+	G.appr_full = 0;
+	free(G.ask_id);
+	G.ask_id = NULL;
+	G.ask = ASK_NONE;
+}
+
+/*
+ * The pending approval a person means by key: its id, or the one id it
+ * starts. Returns a new string: the id, or key itself.
+ */
+static char *
+gbr_appr_match(const char *key)
+{
+	json_t		*a;
+	const char	*hit = NULL;
+	size_t		 i, n = 0;
+
+	if (gbr_appr_find(key) >= 0)
+		return xstrdup(key);
+	json_array_foreach(G.appr, i, a) {
+		if (gbr_appr_id(a) != NULL &&
+		    strncmp(gbr_appr_id(a), key, strlen(key)) == 0) {
+			hit = gbr_appr_id(a);
+			n++;
+		}
+	}
+	return xstrdup(n == 1 ? hit : key);
+}
+
+/* Output of the renderer gathered to be written above the prompt at once. */
+struct gbr_capture {
+	FILE	*f;
+	char	*buf;
+	size_t	 len;
+};
+
+/* Starts capturing the renderer's output; NULL if memory is short. */
+static FILE *
+gbr_capture(struct gbr_capture *c)
+{
+	c->buf = NULL;
+	c->len = 0;
+	if ((c->f = open_memstream(&c->buf, &c->len)) != NULL)
+		G.rd.out = c->f;
+	return c->f;
+}
+
+/* Ends a capture and writes what was rendered above the prompt. */
+static void
+gbr_capture_end(struct gbr_capture *c)
+{
+	fclose(c->f);
+	G.rd.out = stdout;
+	gbr_write(c->buf, c->len);
+	free(c->buf);
+}
+
+/* Shows an approval: its diff bounded, or whole when all is set. */
+static void
+gbr_show_approval(const json_t *a, int all)
+{
+	const json_t		*id = json_object_get(a, "id");
+	struct gbr_capture	 cap;
+	char			*hint, *shown;
+	FILE			*f;
+
+	shown = render_escape(json_string_value(id), json_string_length(id),
+	    RENDER_ESC_BACKSLASH, 128);
+	hint = xasprintf(" (/approval %s shows them all)", shown);
+	if ((f = gbr_capture(&cap)) != NULL) {
+		render_approval(&G.rd, a, all ? 0 : gbr_diff_lines(), hint);
+		if (!G.tty)
+			fprintf(f, "  answer with /approve %s or /deny %s [REASON]\n",
+			    shown, shown);
+		gbr_capture_end(&cap);
+	}
+	free(hint);
+	free(shown);
+}
+
+/* One line about an approval waiting behind the one being asked. */
+static void
+gbr_show_queued(const json_t *a)
+{
+	struct gbr_capture	 cap;
+	FILE			*f;
+
+	if ((f = gbr_capture(&cap)) == NULL)
+		return;
+	render_close_line(&G.rd);
+	fprintf(f, "%s? approval ", render_color(&G.rd, "approval"));
+	render_escaped(&G.rd, gbr_appr_id(a), strlen(gbr_appr_id(a)),
+	    RENDER_ESC_BACKSLASH, 128);
+	fputs(" waits its turn: ", f);
+	render_approval_what(&G.rd, a);
+	fprintf(f, "%s\n", render_color(&G.rd, "reset"));
+	gbr_capture_end(&cap);
+}
+
+/*
+ * Replaces the line being typed with text (NULL: empty), redrawing the
+ * prompt, which may have changed too; *old (if asked) gets the line that
+ * was there, or NULL if it was empty.
+ */
+static void
+gbr_set_line(const char *text, char **old)
+{
+	const LineInfo	*li;
+	const LineInfoW	*lw;
+	int		 n;
+
+	if (old != NULL)
+		*old = NULL;
+	if (!G.editing || G.hangup)
+		return;
+	gbr_out_begin();
+	li = el_line(G.el);
+	if (old != NULL && li->lastchar > li->buffer)
+		*old = xstrndup(li->buffer, (size_t)(li->lastchar - li->buffer));
+	lw = el_wline(G.el);
+	n = (int)(lw->lastchar - lw->buffer);
+	el_cursor(G.el, n);
+	el_deletestr(G.el, n);
+	if (text != NULL)
+		el_insertstr(G.el, text);
+	gbr_out_end();
+}
+
+/* Ends the question. */
+static void
+gbr_ask_end(void)
+{
+	free(G.ask_id);
+	G.ask_id = NULL;
+	G.ask = ASK_NONE;
+}
+
+/*
+ * Puts the prompt in step with the pending approvals: drops a question
+ * whose approval is gone, asks about the oldest one when nothing is
+ * asked (putting the half-typed line aside), and gives that line back
+ * when nothing is left to ask.
+ */
+static void
+gbr_ask_update(void)
+{
+	json_t	*a;
+	char	*old;
+	int	 was_asking = G.ask != ASK_NONE, changed = 0;
+
+	if (!G.tty || G.leave || G.hangup)
+		return;
+	if (G.ask_id != NULL && gbr_appr_find(G.ask_id) < 0) {
+		gbr_ask_end();
+		changed = 1;
+	}
+	if (G.ask_id == NULL && !G.in_editor && !G.replaying &&
+	    json_array_size(G.appr) > 0) {
+		a = json_array_get(G.appr, 0);
+		G.ask_id = xstrdup(gbr_appr_id(a));
+		G.ask = ASK_DECISION;
+		json_object_set_new(a, "gbr_shown", json_true());
+		gbr_show_approval(a, 0);
+		/* A half-typed answer is dropped; a half-typed message kept. */
+		gbr_set_line(NULL, &old);
+		if (old != NULL && !was_asking) {
+			free(G.saved_line);
+			G.saved_line = old;
+		} else
+			free(old);
+		if (!G.editing)
+			changed = 1;
+	} else if (G.ask_id == NULL && G.saved_line != NULL && G.editing) {
+		old = G.saved_line;
+		G.saved_line = NULL;
+		gbr_set_line(old, NULL);
+		free(old);
+	} else if (G.ask_id == NULL && was_asking && G.editing)
+		gbr_set_line(NULL, NULL);	/* a half-typed answer goes */
+	else if (changed)
+		gbr_redraw();
+}
+
+/*
+ * Tells about the approvals not shown yet: on a terminal the oldest is
+ * asked and the others announced in one line each; without one they are
+ * printed whole.
+ */
+static void
+gbr_appr_announce(void)
+{
+	json_t	*a;
+	size_t	 i;
+
+	if (G.replaying)
+		return;
+	gbr_ask_update();
+	json_array_foreach(G.appr, i, a) {
+		if (json_is_true(json_object_get(a, "gbr_shown")))
+			continue;
+		json_object_set_new(a, "gbr_shown", json_true());
+		if (G.tty)
+			gbr_show_queued(a);
+		else
+			gbr_show_approval(a, 0);
+	}
+}
+
+/* approval.requested: one more approval to decide. */
+static void
+gbr_appr_requested(const json_t *a)
+{
+	if (gbr_appr_add(a))
+		gbr_appr_announce();
+}
+
+/* The past tense of a decision. */
+static const char *
+gbr_decided(const char *decision)
+{
+	if (decision == NULL)
+		return NULL;
+	if (strcmp(decision, "approve") == 0)
+		return "approved";
+	if (strcmp(decision, "deny") == 0)
+		return "denied";
+	if (strcmp(decision, "edit") == 0)
+		return "edited";
+	return NULL;
+}
+
+/*
+ * approval.resolved: an approval was decided (here or elsewhere), applied,
+ * expired or withdrawn. A question about it is dropped.
+ */
+static void
+gbr_appr_resolved(const json_t *a)
+{
+	const char		*id = gbr_appr_id(a), *state, *done;
+	struct gbr_capture	 cap;
+	char			*where = NULL;
+	int			 was, mine;
+
+	if (id == NULL)
+		return;
+	state = json_string_value(json_object_get(a, "state"));
+	if (state != NULL && (strcmp(state, "pending") == 0 ||
+	    strcmp(state, "interrupted") == 0)) {
+		/* To be decided again (gbrd died while applying it). */
+		if (gbr_appr_add(a))
+			gbr_appr_announce();
+		else if (!G.replaying)
+			gbr_show_approval(a, 0);
+		return;
+	}
+	mine = json_object_get(G.appr_mine, id) != NULL;
+	was = gbr_appr_remove(id);
+	if (G.replaying && was != 1)
+		return;		/* history nobody here was shown */
+	done = gbr_decided(json_string_value(json_object_get(a, "decision")));
+	if (!mine && was >= 0 && done != NULL)
+		where = state != NULL && strcmp(state, done) == 0 ?
+		    xstrdup("in another terminal") :
+		    xasprintf("(%s in another terminal)", done);
+	if (gbr_capture(&cap) != NULL) {
+		render_approval_resolved(&G.rd, a, where);
+		gbr_capture_end(&cap);
+	}
+	free(where);
+	gbr_ask_update();
+}
+
+/*
+ * Makes the pending approvals those gbrd lists for the session (after
+ * attaching, reconnecting, or on /approvals), keeping what was shown.
+ */
+static void
+gbr_appr_sync(void)
+{
+	json_t	*res, *list, *a, *copy, *keep;
+	char	*shown;
+	size_t	 i;
+	int	 j;
+
+	if (!gbr_has_method("approval.list") || G.session == NULL)
 		return;
 	if ((res = gbr_call("approval.list", json_pack("{s:s}", "session",
 	    G.session), NULL, 0)) == NULL)
 		return;
 	list = json_is_array(res) ? res : json_object_get(res, "approvals");
+	keep = json_array();
 	json_array_foreach(list, i, a) {
-		json_t	*ev = json_deep_copy(a);
-
-		json_object_set_new(ev, "type", json_string("approval.requested"));
-		gbr_render(ev, 0);
-		json_decref(ev);
+		if (!json_is_object(a) || gbr_appr_id(a) == NULL ||
+		    json_array_size(keep) >= GBR_APPROVALS_MAX)
+			continue;
+		copy = json_deep_copy(a);
+		j = gbr_appr_find(gbr_appr_id(a));
+		json_object_set_new(copy, "gbr_shown", json_boolean(j >= 0 &&
+		    json_is_true(json_object_get(json_array_get(G.appr,
+		    (size_t)j), "gbr_shown"))));
+		json_array_append_new(keep, copy);
 	}
+	/* Shown here, answered while this terminal was away. */
+	json_array_foreach(G.appr, i, a) {
+		for (j = 0; j < (int)json_array_size(keep); j++) {
+			if (strcmp(gbr_appr_id(json_array_get(keep, (size_t)j)),
+			    gbr_appr_id(a)) == 0)
+				break;
+		}
+		if (j < (int)json_array_size(keep) ||
+		    !json_is_true(json_object_get(a, "gbr_shown")))
+			continue;
+		shown = render_escape(gbr_appr_id(a), strlen(gbr_appr_id(a)),
+		    RENDER_ESC_BACKSLASH, 128);
+		gbr_say("%s? approval %s is no longer pending%s\n",
+		    render_color(&G.rd, "approval"), shown,
+		    render_color(&G.rd, "reset"));
+		free(shown);
+	}
+	json_decref(G.appr);
+	G.appr = keep;
+	G.appr_full = json_array_size(list) > GBR_APPROVALS_MAX;
 	json_decref(res);
+	gbr_appr_announce();
+}
+
+/* /approvals: the pending approvals of this session, from gbrd. */
+static void
+gbr_approvals_cmd(void)
+{
+	struct gbr_capture	 cap;
+	json_t			*a;
+	size_t			 i;
+	FILE			*f;
+
+	if (!gbr_has_method("approval.list")) {
+		gbr_say("this gbrd has no approvals\n");
+		return;
+	}
+	gbr_appr_sync();
+	if (json_array_size(G.appr) == 0) {
+		gbr_say("no approvals pending\n");
+		return;
+	}
+	if ((f = gbr_capture(&cap)) == NULL)
+		return;
+	json_array_foreach(G.appr, i, a) {
+		fprintf(f, "%s ", G.ask_id != NULL &&
+		    strcmp(G.ask_id, gbr_appr_id(a)) == 0 ? "*" : " ");
+		render_escaped(&G.rd, gbr_appr_id(a), strlen(gbr_appr_id(a)),
+		    RENDER_ESC_BACKSLASH, 128);
+		fputs("  ", f);
+		render_approval_what(&G.rd, a);
+		if (json_is_string(json_object_get(a, "state")) && strcmp(
+		    json_string_value(json_object_get(a, "state")), "pending") != 0) {
+			fputs("  [", f);
+			render_escaped(&G.rd, json_string_value(json_object_get(a,
+			    "state")), json_string_length(json_object_get(a,
+			    "state")), RENDER_ESC_BACKSLASH, 64);
+			fputc(']', f);
+		}
+		fputc('\n', f);
+	}
+	fputs("(/approval ID shows one; /approve ID, /deny ID [REASON], "
+	    "/edit ID answer)\n", f);
+	gbr_capture_end(&cap);
+}
+
+/* Remembers that an approval is being answered from this terminal. */
+static void
+gbr_appr_mark_mine(const char *id)
+{
+	if (json_object_size(G.appr_mine) >= GBR_MINE_MAX)
+		json_object_clear(G.appr_mine);
+	json_object_set_new(G.appr_mine, id, json_true());
+}
+
+/*
+ * Sends a decision about approval id. Steals content (NULL: none).
+ * Returns 0 when gbrd took it, -1 after saying why not.
+ */
+static int
+gbr_resolve(const char *key, const char *decision, json_t *content,
+    const char *reason, const char *scope)
+{
+	json_t		*params, *reply, *res, *data;
+	struct gbr_capture	 cap;
+	const char		*kind, *st;
+	char			*id = gbr_appr_match(key), *line, *cause, *shown;
+	char			*est;
+	size_t			 len;
+	int			 r = -1;
+
+	shown = render_escape(id, strlen(id), RENDER_ESC_BACKSLASH, 128);
+	params = json_pack("{s:s, s:s}", "id", id, "decision", decision);
+	if (content != NULL)
+		json_object_set_new(params, "content", content);
+	if (reason != NULL && *reason != '\0') {
+		if (json_object_set_new(params, "reason", json_string(reason)) != 0) {
+			gbr_say("! the reason is not valid UTF-8; nothing was sent\n");
+			goto out;
+		}
+	}
+	if (scope != NULL)
+		json_object_set_new(params, "scope", json_string(scope));
+	if (G.cl == NULL)
+		goto out;
+	/* A request over gbrd's line limit would cost the connection. */
+	line = json_dumps(params, JSON_COMPACT);
+	len = line != NULL ? strlen(line) : 0;
+	free(line);
+	if (len + 128 > G.max_line) {
+		gbr_say("! that is too large to send: %zu bytes, gbrd takes at most "
+		    "%zu in one request; nothing was sent\n", len, G.max_line);
+		goto out;
+	}
+	gbr_appr_mark_mine(id);
+	reply = client_call(G.cl, "approval.resolve", params, GBR_CALL_MS, &cause);
+	params = NULL;
+	if (reply == NULL) {
+		gbr_say("%s! %s%s\n", render_color(&G.rd, "error"), cause,
+		    render_color(&G.rd, "reset"));
+		free(cause);
+		G.need_reconnect = 1;
+		goto out;
+	}
+	if (json_object_get(reply, "error") != NULL) {
+		kind = client_error_kind(reply) != NULL ? client_error_kind(reply) : "?";
+		data = json_object_get(json_object_get(reply, "error"), "data");
+		st = json_string_value(json_object_get(data, "state"));
+		if (st == NULL)
+			st = json_string_value(json_object_get(json_object_get(data,
+			    "approval"), "state"));
+		if (strcmp(kind, "already_resolved") == 0) {
+			est = st != NULL ? render_escape(st, strlen(st),
+			    RENDER_ESC_BACKSLASH, 64) : NULL;
+			gbr_say("%s? approval %s was already answered%s%s%s%s\n",
+			    render_color(&G.rd, "approval"), shown, est != NULL ?
+			    " (" : "", est != NULL ? est : "", est != NULL ? ")" : "",
+			    render_color(&G.rd, "reset"));
+			free(est);
+			gbr_appr_remove(id);
+		} else if (strcmp(kind, "approval_not_found") == 0) {
+			gbr_say("%s? there is no approval %s (/approvals lists the "
+			    "pending ones)%s\n", render_color(&G.rd, "approval"),
+			    shown, render_color(&G.rd, "reset"));
+			gbr_appr_remove(id);
+		} else
+			gbr_say_error(reply);
+		json_decref(reply);
+		gbr_ask_update();
+		goto out;
+	}
+	res = json_object_get(reply, "result");
+	if (json_object_get(res, "approval") != NULL)
+		res = json_object_get(res, "approval");
+	/* Of another session, no event will tell: the reply does. */
+	if (res != NULL && (G.session == NULL || !json_is_string(json_object_get(
+	    res, "session")) || strcmp(json_string_value(json_object_get(res,
+	    "session")), G.session) != 0) && gbr_capture(&cap) != NULL) {
+		render_approval_resolved(&G.rd, res, NULL);
+		gbr_capture_end(&cap);
+	}
+	json_decref(reply);
+	gbr_appr_remove(id);
+	gbr_ask_update();
+	r = 0;
+out:
+	json_decref(params);
+	free(shown);
+	free(id);
+	return r;
+}
+
+/*
+ * Reads a regular file of at most max bytes, not following a final
+ * symbolic link. Returns a new buffer (NUL-terminated; *len bytes), or
+ * NULL with *why.
+ */
+static char *
+gbr_read_file(const char *path, size_t max, size_t *len, char **why)
+{
+	struct stat	 st;
+	char		*buf;
+	size_t		 n = 0;
+	ssize_t		 r;
+	int		 fd;
+
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) == -1) {
+		*why = xasprintf("cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		*why = xasprintf("%s is not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	if ((unsigned long long)st.st_size > max) {
+		*why = xasprintf("%s is larger than %zu bytes", path, max);
+		close(fd);
+		return NULL;
+	}
+	buf = xmalloc((size_t)st.st_size + 1);
+	/* It may grow meanwhile: read what fits, then check the end. */
+	while (n < (size_t)st.st_size && (r = read(fd, buf + n,
+	    (size_t)st.st_size - n)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			*why = xasprintf("cannot read %s: %s", path, strerror(errno));
+			free(buf);
+			close(fd);
+			return NULL;
+		}
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/*
+ * Replaces old_string with new_string in cur as edit_file does (once, or
+ * everywhere with replace_all). Returns a new buffer, or NULL with *why.
+ */
+static char *
+gbr_apply_edit(const char *cur, size_t clen, const json_t *args, size_t *len,
+    char **why)
+{
+	const json_t	*jo = json_object_get(args, "old_string");
+	const json_t	*jn = json_object_get(args, "new_string");
+	const char	*old, *new, *p, *m, *end = cur + clen;
+	size_t		 olen, nlen, count = 0;
+	char		*out, *o;
+	int		 all = json_is_true(json_object_get(args, "replace_all"));
+
+	if (!json_is_string(jo) || !json_is_string(jn) ||
+	    json_string_length(jo) == 0) {
+		*why = xstrdup("its arguments have no old_string and new_string");
+		return NULL;
+	}
+	old = json_string_value(jo);
+	olen = json_string_length(jo);
+	new = json_string_value(jn);
+	nlen = json_string_length(jn);
+	for (p = cur; (m = memmem(p, (size_t)(end - p), old, olen)) != NULL;
+	    p = m + olen)
+		count++;
+	if (count == 0) {
+		*why = xstrdup("old_string is not in the file now (it changed "
+		    "since the agent asked)");
+		return NULL;
+	}
+	if (count > 1 && !all) {
+		*why = xasprintf("old_string occurs %zu times in the file now",
+		    count);
+		return NULL;
+	}
+	if (nlen > olen && count > (GBR_EDIT_MAX - clen) / (nlen - olen)) {
+		*why = xstrdup("the result would be too large");
+		return NULL;
+	}
+	out = o = xmalloc(clen - count * olen + count * nlen + 1);
+	for (p = cur; (m = memmem(p, (size_t)(end - p), old, olen)) != NULL;
+	    p = m + olen) {
+		memcpy(o, p, (size_t)(m - p));
+		o += m - p;
+		memcpy(o, new, nlen);
+		o += nlen;
+	}
+	memcpy(o, p, (size_t)(end - p));
+	o += end - p;
+	*o = '\0';
+	*len = (size_t)(o - out);
+	return out;
+}
+
+/*
+ * The whole new content an approval proposes for its file: what gbrd
+ * says (proposed, or content), else write_file's content, else for
+ * edit_file the file as it is now in the session's folder with the edit
+ * applied.
+ * Returns a new buffer, or NULL with *why; *how says which.
+ */
+static char *
+gbr_proposed(const json_t *a, size_t *len, const char **how, char **why)
+{
+	const json_t	*args = json_object_get(a, "args"), *v;
+	const char	*tool = json_string_value(json_object_get(a, "tool"));
+	const char	*rel;
+	char		*full, real[PATH_MAX], *cur, *out;
+	size_t		 clen, wl;
+
+	if (json_is_string(v = json_object_get(a, "proposed")) ||
+	    json_is_string(v = json_object_get(a, "content"))) {
+		*how = "the whole new file, as gbrd proposes it";
+		*len = json_string_length(v);
+		return xstrndup(json_string_value(v), *len);
+	}
+	if (tool != NULL && strcmp(tool, "write_file") == 0 &&
+	    json_is_string(v = json_object_get(args, "content"))) {
+		*how = "the content write_file would write";
+		*len = json_string_length(v);
+		return xstrndup(json_string_value(v), *len);
+	}
+	if (tool == NULL || strcmp(tool, "edit_file") != 0) {
+		*why = xstrdup("it is not a change to a file: there is nothing to "
+		    "edit");
+		return NULL;
+	}
+	rel = json_string_value(json_object_get(a, "path"));
+	if (rel == NULL)
+		rel = json_string_value(json_object_get(args, "path"));
+	if (rel == NULL || *rel == '/' || G.workspace == NULL) {
+		*why = xstrdup("it names no file in the session's folder");
+		return NULL;
+	}
+	/* Read here, as the person would: only inside the session's folder. */
+	full = xasprintf("%s/%s", G.workspace, rel);
+	if (realpath(full, real) == NULL) {
+		*why = xasprintf("cannot find the file: %s", strerror(errno));
+		free(full);
+		return NULL;
+	}
+	free(full);
+	wl = strlen(G.workspace);
+	if (strncmp(real, G.workspace, wl) != 0 || real[wl] != '/') {
+		*why = xstrdup("the file is outside the session's folder");
+		return NULL;
+	}
+	if ((cur = gbr_read_file(real, GBR_EDIT_MAX, &clen, why)) == NULL)
+		return NULL;
+	out = gbr_apply_edit(cur, clen, args, len, why);
+	free(cur);
+	*how = "the file as it is now, with edit_file's change applied";
+	return out;
+}
+
+/*
+ * Runs $VISUAL, else $EDITOR, else vi on file, with the terminal. The
+ * socket is read meanwhile and output held. Returns the editor's exit
+ * status, or -1.
+ */
+static int
+gbr_run_editor(const char *file)
+{
+	posix_spawnattr_t	 attr;
+	sigset_t		 def;
+	struct pollfd		 pfd[2];
+	const char		*ed = getenv("VISUAL");
+	char			*cmd, drain[64];
+	char			*argv[6];
+	pid_t			 pid, w;
+	int			 status = -1, r;
+
+	if (ed == NULL || *ed == '\0')
+		ed = getenv("EDITOR");
+	if (ed == NULL || *ed == '\0')
+		ed = "vi";
+	/* As git does: the variable may hold arguments, so a shell reads it. */
+	cmd = xasprintf("%s \"$1\"", ed);
+	argv[0] = (char *)"sh";
+	argv[1] = (char *)"-c";
+	argv[2] = cmd;
+	argv[3] = (char *)"sh";
+	argv[4] = (char *)file;
+	argv[5] = NULL;
+	posix_spawnattr_init(&attr);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	posix_spawnattr_setsigdefault(&attr, &def);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+	fflush(stdout);
+	r = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	free(cmd);
+	if (r != 0) {
+		gbr_say("! cannot run the editor: %s\n", strerror(r));
+		return -1;
+	}
+	G.in_editor = 1;
+	for (;;) {
+		if ((w = waitpid(pid, &status, WNOHANG)) == pid)
+			break;
+		if (w == -1 && errno != EINTR) {
+			status = -1;
+			break;
+		}
+		pfd[0].fd = G.cl != NULL && !G.need_reconnect ? client_fd(G.cl) : -1;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = gbr_sigpipe[0];
+		pfd[1].events = POLLIN;
+		if (poll(pfd, 2, 100) > 0) {
+			if (pfd[1].revents & POLLIN)
+				while (read(gbr_sigpipe[0], drain, sizeof drain) > 0)
+					;
+			if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
+				gbr_drain();
+		}
+		gbr_got_int = 0;	/* Ctrl-C was the editor's */
+	}
+	G.in_editor = 0;
+	gbr_got_winch = 1;		/* the size may have changed meanwhile */
+	if (G.defer_len > 0)
+		gbr_write(G.defer, G.defer_len);
+	if (G.defer_lost > 0)
+		gbr_say("%s* %zu bytes of output were left out while the editor "
+		    "ran (/history shows the messages)%s\n",
+		    render_color(&G.rd, "dim"), G.defer_lost,
+		    render_color(&G.rd, "reset"));
+	free(G.defer);
+	G.defer = NULL;
+	G.defer_len = G.defer_lost = 0;
+	if (status == -1 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* A file name suffix for the editor (".ini" for x.ini), or "". */
+static const char *
+gbr_edit_suffix(const char *path, char *buf, size_t size)
+{
+	const char	*base, *dot;
+	size_t		 i;
+
+	buf[0] = '\0';
+	if (path == NULL)
+		return buf;
+	base = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+	if ((dot = strrchr(base, '.')) == NULL || dot == base ||
+	    strlen(dot) < 2 || strlen(dot) >= size || strlen(dot) > 12)
+		return buf;
+	for (i = 1; dot[i] != '\0'; i++) {
+		if (!((dot[i] >= 'a' && dot[i] <= 'z') || (dot[i] >= 'A' &&
+		    dot[i] <= 'Z') || (dot[i] >= '0' && dot[i] <= '9')))
+			return buf;
+	}
+	snprintf(buf, size, "%s", dot);
+	return buf;
+}
+
+/* Writes all of buf to fd. */
+static int
+gbr_write_all(int fd, const char *buf, size_t len)
+{
+	ssize_t	n;
+
+	while (len > 0) {
+		if ((n = write(fd, buf, len)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * "e" or /edit: the proposed content in the editor, on a private
+ * temporary file; what the person saves is sent as the decision "edit".
+ * Nothing is sent when the editor fails or nothing changed.
+ */
+static void
+gbr_edit(const char *key)
+{
+	const char	*tmpdir = getenv("TMPDIR"), *how = NULL;
+	json_t		*a = NULL, *content;
+	char		*id = gbr_appr_match(key), *shown, *why = NULL;
+	char		*proposed = NULL, *edited = NULL, *path = NULL, suffix[16];
+	size_t		 plen = 0, elen = 0;
+	int		 i, fd, st, keep = 0;
+
+	shown = render_escape(id, strlen(id), RENDER_ESC_BACKSLASH, 128);
+	if (!G.tty) {
+		gbr_say("! editing needs a terminal (gbrctl edit %s works too)\n",
+		    shown);
+		goto out;
+	}
+	if ((i = gbr_appr_find(id)) < 0) {
+		gbr_say("? no approval %s is pending here (/approvals lists them)\n",
+		    shown);
+		goto out;
+	}
+	a = json_incref(json_array_get(G.appr, (size_t)i));
+	if ((proposed = gbr_proposed(a, &plen, &how, &why)) == NULL) {
+		gbr_say("! cannot edit approval %s: %s\n", shown, why);
+		goto out;
+	}
+	if (tmpdir == NULL || *tmpdir != '/')
+		tmpdir = "/tmp";
+	gbr_edit_suffix(json_string_value(json_object_get(a, "path")), suffix,
+	    sizeof suffix);
+	path = xasprintf("%s/gbr-approval-XXXXXX%s", tmpdir, suffix);
+	if ((fd = mkstemps(path, (int)strlen(suffix))) == -1) {
+		gbr_say("! cannot make a temporary file in %s: %s\n", tmpdir,
+		    strerror(errno));
+		goto out;
+	}
+	keep = 1;
+	if (fchmod(fd, 0600) != 0 || gbr_write_all(fd, proposed, plen) != 0) {
+		gbr_say("! cannot write %s: %s\n", path, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	gbr_say("* editing %s (%s)\n", path, how);
+	if ((st = gbr_run_editor(path)) != 0) {
+		gbr_say("! the editor failed (exit %d): nothing was sent, approval "
+		    "%s still waits\n", st, shown);
+		keep = 0;
+		goto out;
+	}
+	if (gbr_appr_find(id) < 0) {
+		gbr_say("? approval %s was answered while you edited: your text was "
+		    "not sent and is kept in %s\n", shown, path);
+		goto out;
+	}
+	if ((edited = gbr_read_file(path, G.max_line, &elen, &why)) == NULL) {
+		gbr_say("! %s: nothing was sent\n", why);
+		goto out;
+	}
+	if (elen == plen && memcmp(edited, proposed, plen) == 0) {
+		gbr_say("* no change, so nothing was sent (answer a to approve it "
+		    "as proposed)\n");
+		keep = 0;
+		goto out;
+	}
+	if ((content = json_stringn(edited, elen)) == NULL) {
+		gbr_say("! the edited text is not valid UTF-8: nothing was sent; it "
+		    "is kept in %s\n", path);
+		goto out;
+	}
+	if (gbr_resolve(id, "edit", content, NULL, NULL) == 0)
+		keep = 0;
+	else
+		gbr_say("your text is kept in %s\n", path);
+out:
+	if (path != NULL && !keep)
+		unlink(path);
+	json_decref(a);
+	free(path);
+	free(proposed);
+	free(edited);
+	free(why);
+	free(shown);
+	free(id);
+}
+
+/* /approval ID: one approval, whole. */
+static void
+gbr_approval_show(const char *key)
+{
+	json_t	*res, *a;
+	char	*id = gbr_appr_match(key), *shown;
+	size_t	 i;
+	int	 j;
+
+	if ((j = gbr_appr_find(id)) >= 0) {
+		gbr_show_approval(json_array_get(G.appr, (size_t)j), 1);
+		free(id);
+		return;
+	}
+	if (gbr_has_method("approval.list") && (res = gbr_call("approval.list",
+	    NULL, NULL, 0)) != NULL) {
+		json_array_foreach(json_is_array(res) ? res :
+		    json_object_get(res, "approvals"), i, a) {
+			if (gbr_appr_id(a) != NULL && strcmp(gbr_appr_id(a), id) == 0) {
+				gbr_show_approval(a, 1);
+				json_decref(res);
+				free(id);
+				return;
+			}
+		}
+		json_decref(res);
+	}
+	shown = render_escape(id, strlen(id), RENDER_ESC_BACKSLASH, 128);
+	gbr_say("? no approval %s is pending (/approvals lists them)\n", shown);
+	free(shown);
+	free(id);
+}
+
+/*
+ * A line typed while the prompt asks about an approval: a, d [REASON],
+ * e or s at the question, anything (the reason) after d.
+ */
+static void
+gbr_answer(char *line)
+{
+	char	*id, *word = line, *rest;
+
+	if (G.ask_id == NULL || gbr_appr_find(G.ask_id) < 0) {
+		gbr_ask_update();
+		return;
+	}
+	id = xstrdup(G.ask_id);
+	if (G.ask == ASK_REASON) {
+		G.ask = ASK_DECISION;
+		(void)gbr_resolve(id, "deny", NULL, line, NULL);
+		free(id);
+		return;
+	}
+	rest = word + strcspn(word, " \t");
+	if (*rest != '\0') {
+		*rest++ = '\0';
+		rest += strspn(rest, " \t");
+	}
+	if (strcasecmp(word, "a") == 0 || strcasecmp(word, "approve") == 0)
+		(void)gbr_resolve(id, "approve", NULL, NULL, NULL);
+	else if ((strcasecmp(word, "s") == 0 || strcasecmp(word, "session") == 0) &&
+	    !gbr_appr_grantable(json_array_get(G.appr, (size_t)gbr_appr_find(id))))
+		gbr_say("changes to .gbr_envs/ are asked every time: there is no "
+		    "approval for the session (a approves this one)\n");
+	else if (strcasecmp(word, "s") == 0 || strcasecmp(word, "session") == 0)
+		(void)gbr_resolve(id, "approve", NULL, NULL, "session");
+	else if ((strcasecmp(word, "d") == 0 || strcasecmp(word, "deny") == 0) &&
+	    *rest != '\0')
+		(void)gbr_resolve(id, "deny", NULL, rest, NULL);
+	else if (strcasecmp(word, "d") == 0 || strcasecmp(word, "deny") == 0)
+		G.ask = ASK_REASON;
+	else if (strcasecmp(word, "e") == 0 || strcasecmp(word, "edit") == 0)
+		gbr_edit(id);
+	else if (*word != '\0')
+		gbr_say("answer a (approve), d (deny), e (edit the content) or s "
+		    "(approve it for the rest of the session); /approval ID shows "
+		    "it again\n");
+	free(id);
 }
 
 /*
@@ -529,6 +1682,10 @@ gbr_attach(const char *key, int show)
 	json_array_foreach(json_object_get(hist, "messages"), i, m)
 		gbr_render(m, 1);
 	G.last_seq = json_integer_value(json_object_get(hist, "seq"));
+	/* The approvals asked here so far were the other session's. */
+	if (G.ask != ASK_NONE)
+		gbr_set_line(NULL, NULL);
+	gbr_appr_clear();
 	res = gbr_call("session.attach", json_pack("{s:s, s:I}", "session",
 	    json_string_value(json_object_get(hist, "session")), "after_seq",
 	    (json_int_t)G.last_seq), NULL, 0);
@@ -537,7 +1694,8 @@ gbr_attach(const char *key, int show)
 		return -1;
 	gbr_set_session(json_object_get(res, "session"));
 	json_decref(res);
-	gbr_show_approvals();
+	G.replaying = 1;
+	gbr_appr_sync();
 	return 0;
 }
 
@@ -604,11 +1762,19 @@ gbr_help(void)
 "  /history [N]      show the last N messages (default 50)\n"
 "  /cancel           cancel the running turn (also Ctrl-C)\n"
 "  /env              show the session's environment\n"
+"  /approvals        list the approvals waiting for a decision\n"
+"  /approval ID      show one, with its whole diff\n"
+"  /approve ID [session]   approve it (session: also the same tool and\n"
+"                    path for the rest of the session)\n"
+"  /deny ID [REASON] deny it\n"
+"  /edit ID          edit the proposed content in $VISUAL/$EDITOR, send it\n"
 "  /close            close this session for good and leave\n"
 "  /detach, /quit    leave; the session keeps running (also Ctrl-D)\n"
 "  /status, /call METHOD [JSON]   the daemon's state; any protocol method\n"
 "Keys: Ctrl-C cancels a running turn, clears the line, twice leaves;\n"
-"Ctrl-D on an empty line detaches; Up/Down walk the input history.\n");
+"Ctrl-D on an empty line detaches; Up/Down walk the input history.\n"
+"A pending approval is asked at the prompt: a approves, d denies (then a\n"
+"reason, or Enter), e edits, s approves for the rest of the session.\n");
 }
 
 /* /call METHOD [JSON] and /status: any method, its result printed as JSON. */
@@ -727,6 +1893,26 @@ gbr_command(char *line)
 			json_decref(res);
 			G.leave = 1;
 		}
+	} else if (strcmp(cmd, "approvals") == 0)
+		gbr_approvals_cmd();
+	else if (strcmp(cmd, "approval") == 0 || strcmp(cmd, "approve") == 0 ||
+	    strcmp(cmd, "deny") == 0 || strcmp(cmd, "edit") == 0) {
+		if (*arg == '\0') {
+			gbr_say("usage: /%s ID%s (/approvals lists them)\n", cmd,
+			    strcmp(cmd, "deny") == 0 ? " [REASON]" :
+			    strcmp(cmd, "approve") == 0 ? " [session]" : "");
+			return;
+		}
+		if (strcmp(cmd, "approval") == 0)
+			gbr_approval_show(arg);
+		else if (strcmp(cmd, "edit") == 0)
+			gbr_edit(arg);
+		else if (strcmp(cmd, "deny") == 0)
+			(void)gbr_resolve(arg, "deny", NULL, rest, NULL);
+		else if (rest != NULL && strcmp(rest, "session") != 0)
+			gbr_say("usage: /approve ID [session]\n");
+		else
+			(void)gbr_resolve(arg, "approve", NULL, NULL, rest);
 	} else if (strcmp(cmd, "call") == 0 || strcmp(cmd, "status") == 0) {
 		gbr_call_raw(strcmp(cmd, "status") == 0 ? "daemon.status" : arg,
 		    strcmp(cmd, "status") == 0 ? NULL : rest);
@@ -745,10 +1931,17 @@ gbr_line(char *line)
 	len = strlen(line);
 	while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t'))
 		line[--len] = '\0';
+	/* After d, the whole line is the reason, even an empty one. */
+	if (G.ask == ASK_REASON) {
+		gbr_answer(line);
+		return;
+	}
 	if (*line == '\0')
 		return;
 	if (line[0] == '/')
 		gbr_command(line);
+	else if (G.ask == ASK_DECISION)
+		gbr_answer(line);
 	else
 		gbr_send(line);
 }
@@ -779,13 +1972,16 @@ gbr_stdin_tty(void)
 	G.editing = 0;
 	G.out_col = 0;
 	line[strcspn(line, "\r\n")] = '\0';
-	if (line[strspn(line, " \t")] != '\0')
+	/* Answers to a question are not worth recalling. */
+	if (line[strspn(line, " \t")] != '\0' && (G.ask == ASK_NONE ||
+	    line[strspn(line, " \t")] == '/'))
 		history(G.hist, &hev, H_ENTER, line);
 	gbr_line(line);
 	free(line);
 	if (!G.leave) {
 		el_set(G.el, EL_UNBUFFERED, 1);
 		G.editing = 1;
+		gbr_ask_update();	/* gives back a line put aside */
 	}
 }
 
@@ -875,6 +2071,9 @@ gbr_reconnect(void)
 	}
 	gbr_set_session(json_object_get(res, "session"));
 	json_decref(res);
+	G.max_line = gbr_max_line();
+	G.replaying = 1;
+	gbr_appr_sync();
 }
 
 /* The daemon no longer has the events we missed: show them from the history. */
@@ -896,8 +2095,11 @@ gbr_resync(void)
 	json_decref(hist);
 	res = gbr_call("session.attach", json_pack("{s:s, s:I}", "session",
 	    G.session, "after_seq", (json_int_t)G.last_seq), NULL, 0);
-	if (res != NULL)
+	if (res != NULL) {
 		gbr_set_session(json_object_get(res, "session"));
+		G.replaying = 1;
+		gbr_appr_sync();
+	}
 	json_decref(res);
 }
 
@@ -909,6 +2111,13 @@ gbr_interrupt(void)
 	long long	 now = gbr_now_ms();
 	json_t		*res;
 
+	if (G.ask == ASK_REASON) {
+		/* Back to the question: nothing was denied. */
+		G.ask = ASK_DECISION;
+		gbr_set_line(NULL, NULL);
+		G.last_int_ms = 0;
+		return;
+	}
 	if (G.running) {
 		gbr_say("%s^C cancelling turn %lld%s\n", render_color(&G.rd, "dim"),
 		    G.turn, render_color(&G.rd, "reset"));
@@ -1020,7 +2229,8 @@ gbr_loop(void)
 		pfd[1].events = POLLIN;
 		pfd[2].fd = gbr_sigpipe[0];
 		pfd[2].events = POLLIN;
-		timeout = G.running && G.editing ? GBR_SPIN_MS : -1;
+		timeout = G.running && G.editing && G.ask == ASK_NONE ?
+		    GBR_SPIN_MS : -1;
 		n = poll(pfd, 3, timeout);
 		if (n < 0 && errno != EINTR)
 			break;
@@ -1046,7 +2256,7 @@ gbr_loop(void)
 			else
 				gbr_stdin_plain();
 		}
-		if (n == 0 && G.running && G.editing) {
+		if (n == 0 && G.running && G.editing && G.ask == ASK_NONE) {
 			G.spin++;
 			gbr_redraw();
 		}
@@ -1138,14 +2348,22 @@ main(int argc, char **argv)
 	client_set_event_cb(G.cl, gbr_event_cb, NULL);
 	epoch = json_string_value(json_object_get(client_hello(G.cl), "epoch"));
 	G.epoch = xstrdup(epoch != NULL ? epoch : "");
+	G.max_line = gbr_max_line();
+	G.appr = json_array();
+	G.appr_mine = json_object();
 	if (list) {
 		gbr_list();
+		json_decref(G.appr);
+		json_decref(G.appr_mine);
 		client_free(G.cl);
 		free(G.socket);
 		free(G.epoch);
 		return 0;
 	}
 	if (gbr_open(name, dir_given) != 0) {
+		json_decref(G.appr);
+		json_decref(G.appr_mine);
+		free(G.workspace);
 		client_free(G.cl);
 		free(G.socket);
 		free(G.epoch);
@@ -1187,6 +2405,11 @@ main(int argc, char **argv)
 		printf("detached from %s; it keeps running (gbr -s %s to come back)\n",
 		    G.label + 4, G.label + 4);
 	client_free(G.cl);
+	json_decref(G.appr);
+	json_decref(G.appr_mine);
+	free(G.ask_id);
+	free(G.saved_line);
+	free(G.workspace);
 	free(G.session);
 	free(G.label);
 	free(G.env);

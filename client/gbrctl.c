@@ -77,6 +77,22 @@ static const struct cmd cmds[] = {
 	    ctl_env, CMD_CONNECT, 1, 3 },
 	{ "run", "SESSION -- ARGV...", "run a command in a session's sandbox (run_command); print its output",
 	    ctl_run, CMD_CONNECT, 3, 4096 },
+	{ "approvals", "[--session S] [--all]", "list the approvals waiting "
+	    "for a human (paths and commands escaped)", ctl_approvals, 0, 0, 4 },
+	{ "approve", "ID [--scope session] [--reason R]", "approve: the "
+	    "action runs once (session: same tool and path allowed until "
+	    "revoked)", ctl_approve, 0, 1, 7 },
+	{ "deny", "ID [--reason R]", "deny: the agent gets \"denied\" with "
+	    "the reason", ctl_deny, 0, 1, 5 },
+	{ "edit", "ID [--reason R]", "edit the proposed file in $VISUAL/$EDITOR, "
+	    "then write that instead", ctl_edit, 0, 1, 5 },
+	{ "grants", "[--session S]", "list the session grants",
+	    ctl_grants, 0, 0, 2 },
+	{ "revoke", "GRANT", "revoke a session grant: identical calls ask again",
+	    ctl_revoke, 0, 1, 1 },
+	{ "mcp", "[--session S | --workspace DIR] [--env E]", "serve gbr's tools "
+	    "to an MCP client over stdio (starts gbrd if needed)",
+	    ctl_mcp, 0, 0, 5 },
 };
 
 /* Prints usage. */

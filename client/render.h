@@ -16,6 +16,7 @@ struct render {
 	int	 color;
 	int	 open_line;	/* streamed text left the line unfinished */
 	int	 quiet_local;	/* skip replay_complete and the like */
+	int	 streamed;	/* the answer being written was shown live */
 };
 
 /* Tells whether colours may be used on fd: a terminal, and NO_COLOR unset or empty. */
@@ -28,5 +29,46 @@ void	render_message(struct render *, const json_t *msg);
 void	render_close_line(struct render *);
 /* Colour helpers: the escape for a role, or "" without colour. */
 const char *render_color(const struct render *, const char *what);
+
+/* Flags of render_escaped. */
+#define RENDER_ESC_BACKSLASH	0x01	/* show '\' as "\\": paths, names */
+#define RENDER_ESC_TAB		0x02	/* keep tabs as they are: diff lines */
+
+/*
+ * Writes untrusted text so that what is seen is what it is, on one line:
+ * newline, carriage return and tab (unless RENDER_ESC_TAB) as \n \r \t,
+ * other controls (C0, C1, DEL), bidi formatting characters, zero-width and
+ * other invisible characters, unusual spaces, tag characters and
+ * noncharacters as \u{XXXX}, bytes that are not UTF-8 as \x{XX}. With
+ * colours, each escape is in reverse video so it cannot pass for text.
+ * At most max bytes of s (0: all), then "...(N more bytes)".
+ */
+void	render_escaped(struct render *, const char *s, size_t len, int flags,
+	    size_t max);
+/* The same, without colours, as a new string the caller frees. */
+char	*render_escape(const char *s, size_t len, int flags, size_t max);
+/*
+ * Writes a unified diff, one escaped line after another, each after indent:
+ * '+' lines green, '-' red, "@@" cyan, file headers bold (with colours).
+ * At most max_lines lines (0: all) of at most line_max bytes (0: whole).
+ * Returns the number of lines left out.
+ */
+size_t	render_diff(struct render *, const char *diff, size_t len,
+	    const char *indent, size_t max_lines, size_t line_max);
+/*
+ * Renders an approval object (approval.requested's params.approval, an
+ * entry of approval.list) for a person to decide: id, tool, the escaped
+ * path or command, why, and the diff (at most max_lines, 0: all; hint is
+ * added to the "... N more lines" line).
+ */
+void	render_approval(struct render *, const json_t *approval,
+	    size_t max_lines, const char *hint);
+/* Writes "TOOL PATH" or "TOOL $ COMMAND" of an approval, escaped, no newline. */
+void	render_approval_what(struct render *, const json_t *approval);
+/* Renders an approval's outcome on one line; where (or NULL) follows the state. */
+void	render_approval_resolved(struct render *, const json_t *approval,
+	    const char *where);
+/* Why an approval was asked for, in words; NULL for an unknown reason. */
+const char *render_approval_why(const char *why);
 
 #endif

@@ -60,6 +60,18 @@ config_defaults(void)
 	cfg->exec_max_open_files = 1024;
 	cfg->exec_landlock = 1;
 	cfg->exec_namespaces = 1;
+	cfg->exec_fork_server = 1;
+	cfg->approval_expire_after = 86400;
+	cfg->approval_max_pending = 1024;
+	cfg->llm_connect_timeout_ms = 10000;
+	cfg->llm_idle_timeout_ms = 120000;
+	cfg->llm_max_response_bytes = 16 * 1024 * 1024;
+	cfg->llm_max_request_bytes = 0;
+	cfg->llm_max_output_tokens = 8192;
+	cfg->llm_max_steps = 50;
+	cfg->llm_max_retries = 4;
+	cfg->llm_retry_base_ms = 1000;
+	cfg->llm_retry_max_ms = 60000;
 	return cfg;
 }
 
@@ -73,6 +85,11 @@ config_free(struct config *cfg)
 	free(cfg->exec_pass_env);
 	free(cfg->exec_read_paths);
 	free(cfg->exec_helper);
+	free(cfg->llm_provider);
+	free(cfg->llm_model);
+	free(cfg->llm_base_url);
+	free(cfg->llm_key_file);
+	free(cfg->llm_ollama_url);
 	free(cfg);
 }
 
@@ -283,6 +300,10 @@ config_exec(struct config_parse *p, const char *name, const char *value)
 		want = "off, auto or require";
 		if (config_mode(value, &b) == 0)
 			return cfg->exec_namespaces = b, 1;
+	} else if (strcmp(name, "fork_server") == 0) {
+		want = "off or auto";
+		if (config_mode(value, &b) == 0 && b < 2)
+			return cfg->exec_fork_server = b, 1;
 	} else if (strcmp(name, "pass_env") == 0) {
 		if ((list = config_list(value, config_env_name, &why)) == NULL) {
 			p->cause = xasprintf("exec.pass_env = '%s': %s", value, why);
@@ -308,6 +329,101 @@ config_exec(struct config_parse *p, const char *name, const char *value)
 		p->cause = xasprintf("unknown key '%s' in [exec]", name);
 	else
 		p->cause = xasprintf("exec.%s = '%s': expected %s", name, value,
+		    want);
+	return 0;
+}
+
+/* Replaces a string setting. */
+static int
+config_str(char **slot, const char *value)
+{
+	free(*slot);
+	*slot = xstrdup(value);
+	return 1;
+}
+
+/* True for an http:// or https:// URL on one line without blanks. */
+static int
+config_url(const char *v)
+{
+	return (strncmp(v, "http://", 7) == 0 || strncmp(v, "https://", 8) == 0) &&
+	    strlen(v) <= 2048 && strcspn(v, " \t\r\n") == strlen(v);
+}
+
+/* One key of [llm] (llm.h). Returns 1, or 0 with p->cause. */
+static int
+config_llm(struct config_parse *p, const char *name, const char *value)
+{
+	struct config	*cfg = p->cfg;
+	uint64_t	 v;
+	const char	*want = NULL;
+
+	if (strcmp(name, "provider") == 0) {
+		want = "gemini, openai or anthropic";
+		if (strcmp(value, "gemini") == 0 || strcmp(value, "openai") == 0 ||
+		    strcmp(value, "anthropic") == 0)
+			return config_str(&cfg->llm_provider, value);
+	} else if (strcmp(name, "model") == 0) {
+		want = "a model name (letters, digits, . _ : / -)";
+		if (*value != '\0' && strlen(value) <= 256 &&
+		    strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789._:/-") == strlen(value))
+			return config_str(&cfg->llm_model, value);
+	} else if (strcmp(name, "base_url") == 0) {
+		want = "an http:// or https:// URL";
+		if (config_url(value))
+			return config_str(&cfg->llm_base_url, value);
+	} else if (strcmp(name, "key_file") == 0) {
+		want = "an absolute path";
+		if (value[0] == '/')
+			return config_str(&cfg->llm_key_file, value);
+	} else if (strcmp(name, "ollama_url") == 0) {
+		want = "an http:// URL, or off";
+		if (strcmp(value, "off") == 0 || strcmp(value, "no") == 0)
+			return config_str(&cfg->llm_ollama_url, "");
+		if (config_url(value))
+			return config_str(&cfg->llm_ollama_url, value);
+	} else if (strcmp(name, "connect_timeout_ms") == 0) {
+		want = "milliseconds from 100 to 600000";
+		if (config_size(value, 100, 600000, &v) == 0)
+			return cfg->llm_connect_timeout_ms = (unsigned)v, 1;
+	} else if (strcmp(name, "idle_timeout_ms") == 0) {
+		want = "milliseconds from 100 to 3600000";
+		if (config_size(value, 100, 3600000, &v) == 0)
+			return cfg->llm_idle_timeout_ms = (unsigned)v, 1;
+	} else if (strcmp(name, "max_response_bytes") == 0) {
+		want = "a size from 64K to 1G";
+		if (config_size(value, 64 << 10, 1ULL << 30, &v) == 0)
+			return cfg->llm_max_response_bytes = v, 1;
+	} else if (strcmp(name, "max_request_bytes") == 0) {
+		want = "a size from 16K to 256M";
+		if (config_size(value, 16 << 10, 256ULL << 20, &v) == 0)
+			return cfg->llm_max_request_bytes = v, 1;
+	} else if (strcmp(name, "max_output_tokens") == 0) {
+		want = "a number from 16 to 1000000";
+		if (config_size(value, 16, 1000000, &v) == 0)
+			return cfg->llm_max_output_tokens = (unsigned)v, 1;
+	} else if (strcmp(name, "max_steps") == 0) {
+		want = "a number from 1 to 10000";
+		if (config_size(value, 1, 10000, &v) == 0)
+			return cfg->llm_max_steps = (unsigned)v, 1;
+	} else if (strcmp(name, "max_retries") == 0) {
+		want = "a number from 0 to 100";
+		if (config_size(value, 0, 100, &v) == 0)
+			return cfg->llm_max_retries = (unsigned)v, 1;
+	} else if (strcmp(name, "retry_base_ms") == 0) {
+		want = "milliseconds from 1 to 600000";
+		if (config_size(value, 1, 600000, &v) == 0)
+			return cfg->llm_retry_base_ms = (unsigned)v, 1;
+	} else if (strcmp(name, "retry_max_ms") == 0) {
+		want = "milliseconds from 1 to 3600000";
+		if (config_size(value, 1, 3600000, &v) == 0)
+			return cfg->llm_retry_max_ms = (unsigned)v, 1;
+	}
+	if (want == NULL)
+		p->cause = xasprintf("unknown key '%s' in [llm]", name);
+	else
+		p->cause = xasprintf("llm.%s = '%s': expected %s", name, value,
 		    want);
 	return 0;
 }
@@ -405,6 +521,18 @@ config_handler(void *arg, const char *section, const char *name,
 		}
 	} else if (strcmp(section, "exec") == 0) {
 		return config_exec(p, name, value);
+	} else if (strcmp(section, "approval") == 0) {
+		if (strcmp(name, "expire_after") == 0) {
+			want = "seconds from 0 (never) to 31536000";
+			if (config_size(value, 0, 31536000, &v) == 0)
+				return cfg->approval_expire_after = (unsigned)v, 1;
+		} else if (strcmp(name, "max_pending") == 0) {
+			want = "a number from 1 to 100000";
+			if (config_size(value, 1, 100000, &v) == 0)
+				return cfg->approval_max_pending = (unsigned)v, 1;
+		}
+	} else if (strcmp(section, "llm") == 0) {
+		return config_llm(p, name, value);
 	} else {
 		p->cause = xasprintf("unknown section [%s]", section);
 		return 0;

@@ -45,9 +45,28 @@ struct config {
 	unsigned exec_max_open_files;	/* RLIMIT_NOFILE */
 	int	 exec_landlock;		/* enum runner_mode: 0 off, 1 auto, 2 require */
 	int	 exec_namespaces;	/* the same, for pid/mount/user namespaces */
+	int	 exec_fork_server;	/* 1 auto (the default), 0 off: runner.h */
 	char	*exec_pass_env;		/* extra variable names, comma-separated, checked */
 	char	*exec_read_paths;	/* extra readable folders, comma-separated, absolute */
 	char	*exec_helper;		/* gbr-exec's path; NULL: found (runner.h) */
+	/* [approval]: human approvals (approval.h) */
+	unsigned approval_expire_after;	/* seconds a pending approval waits; 0: forever */
+	unsigned approval_max_pending;	/* approvals waiting at once, in all */
+	/* [llm]: the daemon's default provider and the agent loop's bounds (llm.h) */
+	char	*llm_provider;		/* gemini, openai, anthropic; NULL: from the keys */
+	char	*llm_model;		/* NULL: the provider's default */
+	char	*llm_base_url;		/* NULL: the provider's; keys may go here */
+	char	*llm_key_file;		/* the provider's key, a 0600 file; NULL: none */
+	char	*llm_ollama_url;	/* local Ollama probed when nothing is set; "" off */
+	unsigned llm_connect_timeout_ms; /* to reach the provider */
+	unsigned llm_idle_timeout_ms;	/* a stream silent this long is dropped */
+	uint64_t llm_max_response_bytes; /* one streamed answer */
+	uint64_t llm_max_request_bytes;	/* one request; 0: the provider's default */
+	unsigned llm_max_output_tokens;	/* asked of the model per answer */
+	unsigned llm_max_steps;		/* model calls in one turn */
+	unsigned llm_max_retries;	/* retries of one model call */
+	unsigned llm_retry_base_ms;	/* first backoff (doubles, with jitter) */
+	unsigned llm_retry_max_ms;	/* longest wait between retries */
 };
 
 /* Returns a new config with the built-in defaults. */

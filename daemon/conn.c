@@ -480,7 +480,12 @@ conn_read_cb(evutil_socket_t fd, short events, void *arg)
 		return;
 	}
 	if (n == 0) {
-		/* The peer closed its side: answer what it sent, then close. */
+		/*
+		 * The peer closed its side: answer what it sent, then close.
+		 * Calls waiting for a human are withdrawn first, or they would
+		 * hold the connection open until someone decides.
+		 */
+		dispatch_conn_eof(c);
 		conn_close_after_flush(c, "end of input");
 		return;
 	}
@@ -508,6 +513,13 @@ uint64_t
 conn_id(const struct conn *c)
 {
 	return c->id;
+}
+
+/* Bytes queued for the client and not yet written. */
+size_t
+conn_queued(const struct conn *c)
+{
+	return evbuffer_get_length(c->out);
 }
 
 /* Returns the peer's pid as the kernel saw it at connect time. */

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "methods.h"
 #include "session.h"
+#include "toolcall.h"
 #include "xmalloc.h"
 
 /* The method may be called before hello. */
@@ -42,6 +43,10 @@ static const struct method {
 	{ "session.history",	method_session_history,	0 },
 	{ "tool.list",		method_tool_list,	0 },
 	{ "tool.call",		method_tool_call,	0 },
+	{ "approval.list",	method_approval_list,	0 },
+	{ "approval.resolve",	method_approval_resolve, 0 },
+	{ "approval.grants",	method_approval_grants,	0 },
+	{ "approval.revoke",	method_approval_revoke,	0 },
 	{ "env.list",		method_env_list,	0 },
 	{ "env.show",		method_env_show,	0 },
 	{ "env.use",		method_env_use,		0 },
@@ -128,6 +133,14 @@ dispatch_conn_closed(struct conn *c)
 {
 	session_conn_closed(c);
 	method_log_conn_closed(c);
+	toolcall_conn_closed(c);
+}
+
+/* The peer closed its side: calls waiting for a human are given up. */
+void
+dispatch_conn_eof(struct conn *c)
+{
+	toolcall_conn_closed(c);
 }
 
 /* Lists the method names. */
@@ -201,6 +214,13 @@ const char *
 request_method(const struct request *req)
 {
 	return req->method->name;
+}
+
+/* Returns the JSON-RPC id, or NULL. */
+json_t *
+request_rpc_id(const struct request *req)
+{
+	return req->id;
 }
 
 /* Fails a request for one bad field. */

@@ -27,6 +27,11 @@ typedef void (*method_fn)(struct request *, json_t *params);
 void		 dispatch_line(struct conn *, const char *, size_t);
 /* A connection closed: tells the modules that track clients. */
 void		 dispatch_conn_closed(struct conn *);
+/*
+ * The peer closed its side: nobody will read a reply that waits for a
+ * human, so those calls are given up (their approvals withdrawn).
+ */
+void		 dispatch_conn_eof(struct conn *);
 /* Every method name, as a new JSON array (hello's capabilities). */
 json_t		*dispatch_methods(void);
 
@@ -38,6 +43,8 @@ void		 request_error(struct request *, enum gbr_err, json_t *data,
 /* The connection that asked (borrowed; may be closed by now). */
 struct conn	*request_conn(const struct request *);
 const char	*request_method(const struct request *);
+/* The request's JSON-RPC id (borrowed), or NULL for a notification. */
+json_t		*request_rpc_id(const struct request *);
 
 /*
  * Param helpers. Each returns 0 when the value is acceptable, or finishes

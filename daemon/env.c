@@ -69,6 +69,9 @@ enum env_key {
 	K_PROVIDER,
 	K_MODEL,
 	K_BASE_URL,
+	K_ASK_TOOLS,
+	K_MAX_STEPS,
+	K_MAX_REQUEST,
 	K__COUNT
 };
 
@@ -92,6 +95,9 @@ static const struct {
 	[K_PROVIDER] =		{ "llm", "provider", 0 },
 	[K_MODEL] =		{ "llm", "model", 0 },
 	[K_BASE_URL] =		{ "llm", "base_url", 0 },
+	[K_MAX_STEPS] =		{ "llm", "max_steps", 0 },
+	[K_MAX_REQUEST] =	{ "llm", "max_request_bytes", 0 },
+	[K_ASK_TOOLS] =		{ "env", "ask_tools", 1 },
 };
 
 static const char *const env_sections[] = { "env", "prompt", "exec", "llm" };
@@ -125,6 +131,7 @@ struct env {
 	enum env_autonomy autonomy;
 	struct env_strs	 ask;
 	struct env_strs	 deny;
+	struct env_strs	 ask_tools;	/* tools that ask in supervised autonomy */
 	char		*system;	/* the prompt text */
 	char		*system_file_given;
 	char		*system_file;	/* real path */
@@ -133,6 +140,8 @@ struct env {
 	char		*provider;
 	char		*model;
 	char		*base_url;
+	int		 max_steps;	/* 0: the daemon's */
+	size_t		 max_request;	/* 0: the daemon's */
 	struct env_strs	 warnings;
 	struct env_strs	 files;
 	unsigned	 set;		/* bit per enum env_key given */
@@ -253,6 +262,7 @@ env_unref(struct env *e)
 	free(e->check);
 	strs_clear(&e->ask);
 	strs_clear(&e->deny);
+	strs_clear(&e->ask_tools);
 	free(e->system);
 	free(e->system_file_given);
 	free(e->system_file);
@@ -421,6 +431,21 @@ env_path(struct env_parse *p, enum env_key k, const char *v, size_t len)
 	return n;
 }
 
+/* True if s looks like a tool's name: 1 to 64 of [a-z0-9_.-]. */
+static int
+env_tool_name_valid(const char *s)
+{
+	size_t	i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if (i >= 64 || !((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		    s[i] == '.' || s[i] == '-'))
+			return 0;
+	}
+	return i > 0;
+}
+
 /* Adds one list item after checking it. Returns 0 or -1. */
 static int
 env_set_item(struct env_parse *p, enum env_key k, const char *v, size_t len)
@@ -439,6 +464,9 @@ env_set_item(struct env_parse *p, enum env_key k, const char *v, size_t len)
 		break;
 	case K_ASK:
 		l = &e->ask;
+		break;
+	case K_ASK_TOOLS:
+		l = &e->ask_tools;
 		break;
 	default:
 		l = &e->deny;
@@ -459,6 +487,11 @@ env_set_item(struct env_parse *p, enum env_key k, const char *v, size_t len)
 		n = norm;
 	} else if (k == K_PROTECTED && pathgate_glob_check(n, &why) != 0) {
 		env_error(p, "protected_files '%s': %s", n, why);
+		free(n);
+		return -1;
+	} else if (k == K_ASK_TOOLS && !env_tool_name_valid(n)) {
+		env_error(p, "ask_tools '%s': a tool name is 1 to 64 of "
+		    "[a-z0-9_.-]", n);
 		free(n);
 		return -1;
 	}
@@ -599,6 +632,18 @@ env_set(struct env_parse *p, enum env_key k, const char *v, size_t len,
 			    "or https:// URL", v);
 		free(e->base_url);
 		e->base_url = xstrdup(v);
+		return 0;
+	case K_MAX_STEPS:
+		if (env_int(v, 1, 10000, &n) != 0)
+			return env_error(p, "max_steps = '%s': expected a number "
+			    "from 1 to 10000", v);
+		e->max_steps = (int)n;
+		return 0;
+	case K_MAX_REQUEST:
+		if (env_size(v, 16 * 1024, 256ULL << 20, &u) != 0)
+			return env_error(p, "max_request_bytes = '%s': expected a "
+			    "size from 16K to 256M", v);
+		e->max_request = (size_t)u;
 		return 0;
 	default:
 		return env_error(p, "%s: internal error", name);
@@ -767,7 +812,7 @@ env_json_value(struct env_parse *p, enum env_key k, json_t *v)
 	if (json_is_string(v))
 		return env_set(p, k, json_string_value(v), json_string_length(v), 0);
 	if (json_is_integer(v) && (k == K_MAX_FIX || k == K_TIMEOUT ||
-	    k == K_MAX_OUTPUT)) {
+	    k == K_MAX_OUTPUT || k == K_MAX_STEPS || k == K_MAX_REQUEST)) {
 		snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT,
 		    json_integer_value(v));
 		return env_set(p, k, num, strlen(num), 0);
@@ -791,8 +836,8 @@ env_json_value(struct env_parse *p, enum env_key k, json_t *v)
 	}
 	return env_error(p, "%s: expected %s", env_keys[k].name,
 	    env_keys[k].list ? "an array of strings" :
-	    (k == K_MAX_FIX || k == K_TIMEOUT || k == K_MAX_OUTPUT) ?
-	    "a number" : "a string");
+	    (k == K_MAX_FIX || k == K_TIMEOUT || k == K_MAX_OUTPUT ||
+	    k == K_MAX_STEPS || k == K_MAX_REQUEST) ? "a number" : "a string");
 }
 
 /* Parses the JSON form. */
@@ -1518,6 +1563,14 @@ env_deny_commands(const struct env *e, const char *const **v)
 	return e->deny.n;
 }
 
+/* The tools that ask a human in supervised autonomy. */
+size_t
+env_ask_tools(const struct env *e, const char *const **v)
+{
+	*v = (const char *const *)e->ask_tools.v;
+	return e->ask_tools.n;
+}
+
 /* The system prompt text. */
 const char *
 env_system_prompt(const struct env *e)
@@ -1567,6 +1620,20 @@ env_llm_base_url(const struct env *e)
 	return e->base_url;
 }
 
+/* Model calls in one turn, or 0 for the daemon's limit. */
+int
+env_llm_max_steps(const struct env *e)
+{
+	return e->max_steps;
+}
+
+/* Bytes of one request to the model, or 0 for the daemon's limit. */
+size_t
+env_llm_max_request_bytes(const struct env *e)
+{
+	return e->max_request;
+}
+
 /* Warnings from loading. */
 size_t
 env_warnings(const struct env *e, const char *const **v)
@@ -1603,6 +1670,8 @@ env_to_json(const struct env *e)
 	    "autonomy", env_autonomy_name(e->autonomy),
 	    "ask_commands", strs_json(&e->ask),
 	    "deny_commands", strs_json(&e->deny));
+	if (o != NULL)
+		json_object_set_new(o, "ask_tools", strs_json(&e->ask_tools));
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "prompt", json_pack("{s:s?, s:s?}",
@@ -1613,6 +1682,12 @@ env_to_json(const struct env *e)
 	json_object_set_new(o, "llm", json_pack("{s:s?, s:s?, s:s?}",
 	    "provider", e->provider, "model", e->model,
 	    "base_url", e->base_url));
+	if (e->max_steps > 0)
+		json_object_set_new(json_object_get(o, "llm"), "max_steps",
+		    json_integer(e->max_steps));
+	if (e->max_request > 0)
+		json_object_set_new(json_object_get(o, "llm"),
+		    "max_request_bytes", json_integer((json_int_t)e->max_request));
 	json_object_set_new(o, "files", strs_json(&e->files));
 	json_object_set_new(o, "warnings", strs_json(&e->warnings));
 	return o;
@@ -1636,6 +1711,7 @@ env_diff(const struct env *a, const struct env *b)
 	DIFF(a->autonomy == b->autonomy, "env.autonomy");
 	DIFF(strs_equal(&a->ask, &b->ask), "env.ask_commands");
 	DIFF(strs_equal(&a->deny, &b->deny), "env.deny_commands");
+	DIFF(strs_equal(&a->ask_tools, &b->ask_tools), "env.ask_tools");
 	DIFF(str_equal(a->system, b->system), "prompt.system");
 	DIFF(str_equal(a->system_file, b->system_file), "prompt.system_file");
 	DIFF(a->timeout_ms == b->timeout_ms, "exec.timeout_ms");
@@ -1643,6 +1719,8 @@ env_diff(const struct env *a, const struct env *b)
 	DIFF(str_equal(a->provider, b->provider), "llm.provider");
 	DIFF(str_equal(a->model, b->model), "llm.model");
 	DIFF(str_equal(a->base_url, b->base_url), "llm.base_url");
+	DIFF(a->max_steps == b->max_steps, "llm.max_steps");
+	DIFF(a->max_request == b->max_request, "llm.max_request_bytes");
 #undef DIFF
 	return d;
 }

@@ -84,6 +84,8 @@ enum env_autonomy env_autonomy(const struct env *);
 const char	*env_autonomy_name(enum env_autonomy);
 size_t		 env_ask_commands(const struct env *, const char *const **);
 size_t		 env_deny_commands(const struct env *, const char *const **);
+/* Tool names that ask a human in supervised autonomy (ask_tools). */
+size_t		 env_ask_tools(const struct env *, const char *const **);
 const char	*env_system_prompt(const struct env *);
 const char	*env_system_file(const struct env *);	/* NULL: none */
 int		 env_timeout_ms(const struct env *);
@@ -91,6 +93,8 @@ size_t		 env_max_output_bytes(const struct env *);
 const char	*env_llm_provider(const struct env *);	/* NULL: daemon's choice */
 const char	*env_llm_model(const struct env *);
 const char	*env_llm_base_url(const struct env *);
+int		 env_llm_max_steps(const struct env *);		/* 0: the daemon's */
+size_t		 env_llm_max_request_bytes(const struct env *);	/* 0: the daemon's */
 /* Warnings from loading (a read-only root that does not exist yet). */
 size_t		 env_warnings(const struct env *, const char *const **);
 /*

@@ -21,16 +21,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 
 #include "activate.h"
+#include "agent.h"
 #include "config.h"
 #include "conn.h"
 #include "disklog.h"
 #include "session.h"
 #include "tool-run.h"
+#include "toolcall.h"
 #include "gbrd.h"
+#include "http.h"
+#include "llm.h"
 #include "log.h"
 #include "methods.h"
 #include "notify.h"
@@ -306,6 +311,11 @@ gbrd_reload(const char *config_flag)
 	gbrd_disklog_opts(&dlo, cfg, 0);
 	disklog_reconfigure(&dlo);
 	tool_run_reconfigure(cfg);
+	/* The LLM keys: a bad key_file keeps the keys in use. */
+	if (llm_keys_load(cfg, &cause) != 0) {
+		log_error("SIGHUP: %s; keeping the previous LLM keys", cause);
+		free(cause);
+	}
 	log_info("SIGHUP: reloaded %s", cfg->path);
 }
 
@@ -446,6 +456,13 @@ main(int argc, char **argv)
 	if ((gbrd_ev_base = event_base_new()) == NULL)
 		gbrd_fail("cannot create the event loop");
 	nofile = osdep_raise_nofile();
+	/* libcurl once, before anything could start a thread; then the keys. */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		gbrd_fail("curl_global_init failed");
+	if (http_init(gbrd_ev_base, &cause) != 0)
+		gbrd_fail("http: %s", cause);
+	if (llm_keys_load(config_get(), &cause) != 0)
+		gbrd_fail("%s", cause);
 	gbrd_make_epoch();
 	clock_gettime(CLOCK_REALTIME, &now);
 	gbrd_start_wall = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
@@ -453,6 +470,7 @@ main(int argc, char **argv)
 	conn_init(gbrd_ev_base);
 	notify_init(gbrd_ev_base);
 	session_init();		/* registers with the disk log */
+	toolcall_init();	/* the approvals register too */
 
 	/* Replay before anyone is served: clients see the state the log gives. */
 	gbrd_disklog_opts(&dlo, config_get(), repair);
@@ -471,6 +489,10 @@ main(int argc, char **argv)
 		gbrd_fail("tools: %s", cause);
 	reload_init(gbrd_ev_base);
 	reload_recover();
+	/* Approvals: interrupted ones marked, expired ones ended. */
+	toolcall_recover();
+	/* Agent turns that waited for an approval wait again. */
+	agent_recover();
 
 	server_start(gbrd_ev_base);
 
@@ -491,6 +513,10 @@ main(int argc, char **argv)
 
 	event_base_dispatch(gbrd_ev_base);
 
+	/* No transfer outlives the loop. */
+	agent_shutdown();
+	llm_shutdown();
+	http_shutdown();
 	/* No child outlives the daemon. */
 	tool_run_shutdown();
 	reload_shutdown();
@@ -499,7 +525,9 @@ main(int argc, char **argv)
 	disklog_close();
 	conn_close_all("daemon shutting down");
 	server_close();
+	/* Sessions first: a record they drop may still end a tool call. */
 	session_shutdown();
+	toolcall_shutdown();
 	/* One more pass runs the deferred frees of closed connections. */
 	event_base_loop(gbrd_ev_base, EVLOOP_NONBLOCK);
 	event_free(ev_term);
@@ -507,6 +535,7 @@ main(int argc, char **argv)
 	event_free(ev_hup);
 	notify_close();
 	event_base_free(gbrd_ev_base);
+	curl_global_cleanup();
 	config_set(NULL);
 	free(sock_path);
 	free(gbrd_state);

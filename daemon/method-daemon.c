@@ -9,12 +9,16 @@
 
 #include <event2/event.h>
 
+#include "agent.h"
+#include "approval.h"
 #include "config.h"
 #include "conn.h"
 #include "disklog.h"
 #include "dispatch.h"
 #include "gbrd.h"
+#include "http.h"
 #include "jsonrpc.h"
+#include "llm.h"
 #include "log.h"
 #include "methods.h"
 #include "reload.h"
@@ -119,6 +123,12 @@ method_daemon_status(struct request *req, json_t *params)
 	json_object_set_new(result, "service", notify_status_json());
 	json_object_set_new(result, "disklog", disklog_status());
 	json_object_set_new(result, "sessions", session_status());
+	/* The agent: turns, streams, and which keys are known (never the keys). */
+	json_object_set_new(result, "llm", json_pack("{s:o, s:I, s:o}", "keys",
+	    llm_keys_status(), "requests", (json_int_t)http_active(), "agent",
+	    agent_status()));
+	json_object_set_new(result, "approvals", json_pack("{s:I}", "pending",
+	    (json_int_t)approval_pending_count()));
 	json_object_set_new(json_object_get(result, "disklog"), "followers",
 	    json_integer(method_log_followers()));
 	request_reply(req, result);

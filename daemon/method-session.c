@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "approval.h"
 #include "dispatch.h"
 #include "env.h"
 #include "log.h"
@@ -279,6 +280,8 @@ method_session_close(struct request *req, json_t *params)
 		return;
 	if (session_close(s, method_session_done, req, &err) != 0)
 		method_session_fail(req, &err);
+	else
+		approval_sweep();	/* its approvals are withdrawn */
 }
 
 /* session.history {session, limit?, before_seq?} */

@@ -1,50 +1,32 @@
 /*
- * tool.list and tool.call: a tool run exactly as the agent runs it. A call
- * takes the session's current environment and sandbox (reload.c keeps
- * them current), is recorded in the session (a tool.call message, then a
- * tool.result message, each an event through the disk log), and answers
- * once the result is written. A refusal by the sandbox is also a
- * sandbox.denied event with the raw path escaped for display. A resent
- * request_id answers with the first result and runs nothing.
+ * tool.list and tool.call: a tool run exactly as the agent runs it.
+ * tool.call is a thin front of toolcall.c, the one execution path every
+ * caller shares: the session's environment and sandbox, the policy (deny,
+ * then ask a human, then allow), the tool.call and tool.result messages,
+ * and idempotent request_ids. A call that needs a human stays unanswered
+ * (nothing blocks) until a decision: the caller first gets a tool.progress
+ * notification carrying the call_id and the approval's id, and the
+ * approval.requested event even when it is not attached to the session.
  */
 #include "gbr-config.h"
-
-#include <sys/queue.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "dispatch.h"
 #include "env.h"
+#include "jsonrpc.h"
 #include "log.h"
 #include "methods.h"
-#include "osdep.h"
-#include "reload.h"
 #include "sandbox.h"
 #include "session.h"
 #include "tool.h"
 #include "tool-file.h"
 #include "tool-run.h"
+#include "toolcall.h"
 #include "xmalloc.h"
-
-#define CALL_DUPS_MAX	8	/* resends waiting on one call */
-
-/* A tool call in progress. */
-struct call {
-	TAILQ_ENTRY(call)	 entry;
-	char			 session[16];
-	char			 id[17];	/* call_id */
-	char			*tool;
-	char			*rid;		/* request_id or NULL */
-	json_t			*args;
-	struct request		*req;
-	struct request		*dups[CALL_DUPS_MAX];
-	unsigned		 ndups;
-};
-TAILQ_HEAD(call_list, call);
-
-static struct call_list	calls = TAILQ_HEAD_INITIALIZER(calls);
 
 /* The run tools through the registry: tool-run.c's own entry point. */
 static int
@@ -58,6 +40,7 @@ method_tool_run(struct tool_ctx *ctx, const char *name, json_t *args,
 	rc.sandbox = ctx->sandbox;
 	rc.env = ctx->env;
 	rc.session = ctx->session;
+	rc.approved = ctx->approved;
 	return tool_run_call(&rc, name, args, NULL, done, arg, NULL, kind,
 	    reason, data);
 }
@@ -87,168 +70,56 @@ method_tool_list(struct request *req, json_t *params)
 	request_reply(req, json_pack("{s:o}", "tools", tool_list_json()));
 }
 
-/* The reply to tool.call from its tool.result message. */
-static void
-method_tool_answer(struct request *req, json_t *m, int dup)
-{
-	json_t		*e = json_object_get(m, "error"), *data;
-	const char	*kind, *msg;
-	enum gbr_err	 k;
+/* A tool.call in flight: the request, for the reply and the progress. */
+struct tool_req {
+	struct request	*req;
+	char		*rid;
+};
 
-	if (m == NULL || json_object_get(m, "call_id") == NULL) {
-		request_error(req, GBR_ERR_BUSY, NULL, "this request_id is in "
-		    "use; try again shortly");
-		return;
-	}
-	if (json_is_true(json_object_get(m, "ok"))) {
-		request_reply(req, json_pack("{s:O, s:O, s:O, s:b}", "call_id",
-		    json_object_get(m, "call_id"), "tool",
-		    json_object_get(m, "tool"), "result",
-		    json_object_get(m, "result"), "duplicate", dup));
-		return;
-	}
-	kind = json_string_value(json_object_get(e, "kind"));
-	msg = json_string_value(json_object_get(e, "message"));
-	for (k = 0; k < GBR_ERR__COUNT; k++)
-		if (kind != NULL && strcmp(gbr_err_kind(k), kind) == 0)
-			break;
-	if (k == GBR_ERR__COUNT)
-		k = GBR_ERR_INTERNAL;
-	data = json_object_get(e, "data");
-	data = json_is_object(data) ? json_deep_copy(data) : json_object();
-	json_object_set(data, "call_id", json_object_get(m, "call_id"));
-	json_object_set(data, "tool", json_object_get(m, "tool"));
-	if (dup)
-		json_object_set_new(data, "duplicate", json_true());
-	request_error(req, k, data, "%s", msg != NULL ? msg : "the tool failed");
+/* The call waits for a human: tell the caller which call and which approval. */
+static void
+method_tool_progress(void *arg, const json_t *approval)
+{
+	struct tool_req	*tr = arg;
+	json_t		*msg, *id = request_rpc_id(tr->req);
+
+	msg = rpc_notification("tool.progress", json_pack("{s:O?, s:s?, s:O, "
+	    "s:O, s:O, s:s, s:O}", "id", id, "request_id", tr->rid,
+	    "session", json_object_get(approval, "session"),
+	    "call_id", json_object_get(approval, "call_id"),
+	    "tool", json_object_get(approval, "tool"),
+	    "state", "awaiting_approval",
+	    "approval_id", json_object_get(approval, "id")));
+	conn_send(request_conn(tr->req), msg);
+	json_decref(msg);
 }
 
-/* A resend's answer: the first result. */
+/* The call's end: the reply. */
 static void
-method_tool_dup_cb(void *arg, int error, json_t *result)
+method_tool_reply(void *arg, const struct toolcall_outcome *o)
 {
-	struct request	*req = arg;
+	struct tool_req	*tr = arg;
+	json_t		*data;
 
-	if (error != 0)
-		request_error(req, GBR_ERR_STORAGE, NULL, "the first call's "
-		    "result could not be written");
-	else
-		method_tool_answer(req, result, 1);
-}
-
-/* Frees a finished call. */
-static void
-call_free(struct call *c)
-{
-	TAILQ_REMOVE(&calls, c, entry);
-	free(c->tool);
-	free(c->rid);
-	json_decref(c->args);
-	free(c);
-}
-
-/* The tool.result record is written: answer everyone who asked. */
-static void
-method_tool_written(void *arg, int error, json_t *result)
-{
-	struct call	*c = arg;
-	unsigned	 i;
-
-	if (error != 0) {
-		request_error(c->req, GBR_ERR_STORAGE, NULL, "the result could "
-		    "not be written to the disk log: %s", strerror(error));
-		for (i = 0; i < c->ndups; i++)
-			request_error(c->dups[i], GBR_ERR_STORAGE, NULL,
-			    "the result could not be written");
-	} else {
-		method_tool_answer(c->req, result, 0);
-		for (i = 0; i < c->ndups; i++)
-			method_tool_answer(c->dups[i], result, 1);
-	}
-	call_free(c);
-}
-
-/* True for the kinds that mean the sandbox refused a path. */
-static int
-method_tool_denial(enum gbr_err k)
-{
-	switch (k) {
-	case GBR_ERR_PATH_TRAVERSAL:
-	case GBR_ERR_PROTECTED_PATH:
-	case GBR_ERR_READ_ONLY:
-	case GBR_ERR_NOT_FOUND:
-	case GBR_ERR_NOT_A_FILE:
-	case GBR_ERR_TOO_LARGE:
-	case GBR_ERR_INVALID_PATH:
-	case GBR_ERR_PERMISSION_DENIED:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-/* The tool is done: record sandbox.denied and tool.result. */
-static void
-method_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
-    json_t *result)
-{
-	struct call		*c = arg;
-	struct session_error	 err;
-	struct session		*s;
-	json_t			*m, *p;
-	char			*esc;
-	unsigned		 i;
-
-	if ((s = session_find(c->session)) == NULL) {
-		request_error(c->req, GBR_ERR_SESSION_NOT_FOUND, json_pack(
-		    "{s:s}", "session", c->session), "session %s closed during "
-		    "the call", c->session);
-		for (i = 0; i < c->ndups; i++)
-			request_error(c->dups[i], GBR_ERR_SESSION_NOT_FOUND,
-			    NULL, "session %s closed during the call", c->session);
-		call_free(c);
-		return;
-	}
-	if (failed && method_tool_denial(kind)) {
-		p = json_object_get(c->args, "path");
-		esc = json_is_string(p) ? sandbox_escape_for_display(
-		    json_string_value(p), json_string_length(p)) : NULL;
-		if (session_event(s, "sandbox.denied", json_pack("{s:s, s:s, "
-		    "s:s?, s:s, s:s}", "call_id", c->id, "tool", c->tool,
-		    "path", esc, "kind", gbr_err_kind(kind), "reason",
-		    reason != NULL ? reason : ""), NULL, NULL, &err) != 0) {
-			log_warn("session %s: sandbox.denied not recorded: %s",
-			    c->session, err.message);
-			free(err.message);
-			json_decref(err.data);
-		}
-		free(esc);
-		log_info("session %s: %s refused (%s): %s", c->session, c->tool,
-		    gbr_err_kind(kind), reason != NULL ? reason : "");
-	}
-	m = json_pack("{s:s, s:s, s:s, s:b}", "role", "tool", "call_id", c->id,
-	    "tool", c->tool, "ok", !failed);
-	if (!failed)
-		json_object_set(m, "result", result != NULL ? result :
-		    json_object());
+	if (o->ok)
+		request_reply(tr->req, json_pack("{s:s, s:s, s:O, s:b}",
+		    "call_id", o->call_id, "tool", o->tool, "result",
+		    o->result != NULL ? o->result : json_object(), "duplicate",
+		    o->duplicate));
 	else {
-		json_object_set_new(m, "error", json_pack("{s:s, s:s}", "kind",
-		    gbr_err_kind(kind), "message", reason != NULL ? reason :
-		    "the tool failed"));
-		if (result != NULL)
-			json_object_set(json_object_get(m, "error"), "data",
-			    result);
+		data = json_is_object(o->data) ? json_deep_copy(o->data) :
+		    json_object();
+		if (o->call_id[0] != '\0')
+			json_object_set_new(data, "call_id",
+			    json_string(o->call_id));
+		json_object_set_new(data, "tool", json_string(o->tool));
+		if (o->duplicate)
+			json_object_set_new(data, "duplicate", json_true());
+		request_error(tr->req, o->kind, data, "%s", o->message != NULL ?
+		    o->message : "the tool failed");
 	}
-	if (session_message(s, "tool.result", json_incref(m), json_pack(
-	    "{s:s, s:s, s:b}", "call_id", c->id, "tool", c->tool, "ok",
-	    !failed), c->rid, m, method_tool_written, c, &err) != 0) {
-		request_error(c->req, err.kind, err.data, "%s", err.message);
-		for (i = 0; i < c->ndups; i++)
-			request_error(c->dups[i], err.kind, NULL, "%s",
-			    err.message);
-		free(err.message);
-		call_free(c);
-	}
+	free(tr->rid);
+	free(tr);
 }
 
 /* tool.call {session, tool, args?, request_id?} */
@@ -257,18 +128,11 @@ method_tool_call(struct request *req, json_t *params)
 {
 	static const char *const keys[] = { "session", "tool", "args",
 	    "request_id", NULL };
+	struct toolcall_opts	 opts;
 	struct session_error	 err;
-	struct tool_ctx		 ctx;
-	struct session		*s;
-	struct env		*env;
-	struct sandbox		*sb;
-	struct call		*c;
+	struct tool_req		*tr;
 	const char		*key = NULL, *tool = NULL, *rid = NULL;
-	json_t			*args = NULL, *data;
-	enum gbr_err		 kind;
-	unsigned char		 r[8];
-	char			*reason;
-	size_t			 i;
+	json_t			*args = NULL;
 
 	if (params_only(req, params, keys) != 0 ||
 	    params_string(req, params, "session", 1, &key) != 0 ||
@@ -276,66 +140,19 @@ method_tool_call(struct request *req, json_t *params)
 	    params_object(req, params, "args", 0, &args) != 0 ||
 	    params_string(req, params, "request_id", 0, &rid) != 0)
 		return;
-	if ((s = session_find(key)) == NULL) {
-		request_error(req, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s%}",
-		    "session", key, strlen(key) > 64 ? (size_t)64 : strlen(key)),
-		    "no open session has the id or name '%.64s'", key);
-		return;
-	}
-	if (rid != NULL) {
-		TAILQ_FOREACH(c, &calls, entry) {
-			if (c->rid == NULL || strcmp(c->rid, rid) != 0 ||
-			    strcmp(c->session, session_id(s)) != 0)
-				continue;
-			if (c->ndups >= CALL_DUPS_MAX) {
-				request_error(req, GBR_ERR_BUSY, NULL, "too many "
-				    "resends wait for this call");
-				return;
-			}
-			c->dups[c->ndups++] = req;
-			return;
-		}
-		if (session_request_lookup(s, rid, method_tool_dup_cb, req))
-			return;
-	}
-	if (tool_check(tool, args, &kind, &reason) != 0) {
-		request_error(req, kind, json_pack("{s:s}", "field", "args"), "%s",
-		    reason);
-		free(reason);
-		return;
-	}
-	if (reload_session(s, &env, &sb, &reason) != 0) {
-		request_error(req, GBR_ERR_INVALID_ENV, NULL, "%s", reason);
-		free(reason);
-		return;
-	}
-	c = xcalloc(1, sizeof *c);
-	snprintf(c->session, sizeof c->session, "%s", session_id(s));
-	if (osdep_random(r, sizeof r) != 0)
-		fatalx("no source of random bytes");
-	for (i = 0; i < sizeof r; i++)
-		snprintf(c->id + 2 * i, 3, "%02x", r[i]);
-	c->tool = xstrdup(tool);
-	c->rid = rid != NULL ? xstrdup(rid) : NULL;
-	c->args = args != NULL ? json_incref(args) : json_object();
-	c->req = req;
-	TAILQ_INSERT_TAIL(&calls, c, entry);
-	if (session_message(s, "tool.call", json_pack("{s:s, s:s, s:s, s:O}",
-	    "role", "assistant", "call_id", c->id, "tool", c->tool, "args",
-	    c->args), json_pack("{s:s, s:s, s:O}", "call_id", c->id, "tool",
-	    c->tool, "args", c->args), NULL, NULL, NULL, NULL, &err) != 0) {
+	tr = xcalloc(1, sizeof *tr);
+	tr->req = req;
+	tr->rid = rid != NULL ? xstrdup(rid) : NULL;
+	memset(&opts, 0, sizeof opts);
+	opts.request_id = rid;
+	opts.asker = request_conn(req);
+	opts.on_approval = method_tool_progress;
+	opts.flags = TOOLCALL_END_AT_SHUTDOWN;
+	if (toolcall_start(key, tool, args, &opts, method_tool_reply, tr, NULL,
+	    &err) != 0) {
 		request_error(req, err.kind, err.data, "%s", err.message);
 		free(err.message);
-		call_free(c);
-		return;
-	}
-	ctx.sandbox = sb;
-	ctx.env = env;
-	ctx.session = c->session;
-	if (tool_call_async(&ctx, tool, c->args, method_tool_done, c, &kind,
-	    &reason, &data) != 0) {
-		method_tool_done(c, 1, kind, reason, data);
-		free(reason);
-		json_decref(data);
+		free(tr->rid);
+		free(tr);
 	}
 }

@@ -39,6 +39,12 @@ int	method_tool_init(char **cause);
 void	method_tool_list(struct request *, json_t *);
 void	method_tool_call(struct request *, json_t *);
 
+/* method-approval.c */
+void	method_approval_list(struct request *, json_t *);
+void	method_approval_resolve(struct request *, json_t *);
+void	method_approval_grants(struct request *, json_t *);
+void	method_approval_revoke(struct request *, json_t *);
+
 /* method-env.c */
 void	method_env_list(struct request *, json_t *);
 void	method_env_show(struct request *, json_t *);

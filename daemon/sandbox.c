@@ -79,6 +79,9 @@ struct sb_op {
 	size_t		 rawlen;
 	enum gbr_err	*kind;
 	char		**reason;
+	int		 approved;	/* a human approved: protected paths are written */
+	int		 dry;		/* check only: note a protected match, write nothing */
+	int		 protected_hit;	/* dry: a protected pattern matched */
 };
 
 /* The result of a walk. */
@@ -880,7 +883,7 @@ sandbox_open_file(struct sandbox *sb, const char *path, size_t len, int *fd,
     struct stat *st, struct sandbox_loc *loc, enum gbr_err *kind,
     char **reason)
 {
-	struct sb_op	op = { sb, path, len, kind, reason };
+	struct sb_op	op = { sb, path, len, kind, reason, 0, 0, 0 };
 
 	*reason = NULL;
 	return sb_open_read(&op, 0, fd, st, loc);
@@ -891,7 +894,7 @@ int
 sandbox_open_dir(struct sandbox *sb, const char *path, size_t len, int *fd,
     struct sandbox_loc *loc, enum gbr_err *kind, char **reason)
 {
-	struct sb_op	op = { sb, path, len, kind, reason };
+	struct sb_op	op = { sb, path, len, kind, reason, 0, 0, 0 };
 
 	*reason = NULL;
 	return sb_open_read(&op, 1, fd, NULL, loc);
@@ -903,7 +906,7 @@ sandbox_read_file(struct sandbox *sb, const char *path, size_t len,
     size_t max, char **data, size_t *dlen, struct stat *st,
     struct sandbox_loc *loc, enum gbr_err *kind, char **reason)
 {
-	struct sb_op	 op = { sb, path, len, kind, reason };
+	struct sb_op	 op = { sb, path, len, kind, reason, 0, 0, 0 };
 	struct stat	 sbuf;
 	char		*buf;
 	size_t		 used = 0, cap;
@@ -979,9 +982,15 @@ sb_policy(struct sb_op *op, const char *rel)
 			    sb->roots[n].inside);
 	}
 	for (i = 0; i < sb->nprotected; i++) {
-		if (pathgate_glob_match(sb->protected[i], rel,
+		if (!pathgate_glob_match(sb->protected[i], rel,
 		    PATHGATE_GLOB_CASEFOLD))
-			return sb_refuse(op, GBR_ERR_PROTECTED_PATH,
+			continue;
+		/* Approvals (toolcall.c): asked first, then written once. */
+		if (op->dry)
+			op->protected_hit = 1;
+		if (op->dry || op->approved)
+			return 0;
+		return sb_refuse(op, GBR_ERR_PROTECTED_PATH,
 			    "'%s' matches the protected pattern '%s'; writing "
 			    "it needs a human's approval", rel, sb->protected[i]);
 	}
@@ -1071,13 +1080,16 @@ sb_atomic_write(struct sb_op *op, int dirfd, const char *name,
 	return 0;
 }
 
-/* Writes a file atomically in the allowed root (see sandbox.h). */
-int
-sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
-    const char *data, size_t dlen, const struct stat *expect, int *created,
-    struct sandbox_loc *loc, enum gbr_err *kind, char **reason)
+/*
+ * The body of the writes: every check, then (unless op->dry) the missing
+ * folders and the atomic write. A dry run stops before changing anything
+ * and gives the canonical path in loc.
+ */
+static int
+sb_write(struct sb_op *op, const char *data, size_t dlen,
+    const struct stat *expect, int *created, struct sandbox_loc *loc)
 {
-	struct sb_op	 op = { sb, path, len, kind, reason };
+	struct sandbox	*sb = op->sb;
 	struct sb_walk	 w;
 	struct stat	 st;
 	char		*rel, *full = NULL, *comp, *m;
@@ -1086,56 +1098,56 @@ sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
 	size_t		 clen;
 	int		 root, fd;
 
-	*reason = NULL;
+	*op->reason = NULL;
 	if (created != NULL)
 		*created = 0;
 	if (loc != NULL)
 		loc->rel = NULL;
-	if (sb_locate(&op, &root, &rel) != 0)
+	if (sb_locate(op, &root, &rel) != 0)
 		return -1;
 	if (root != 0) {
-		sb_refuse(&op, GBR_ERR_READ_ONLY, "inside the read-only root %s",
+		sb_refuse(op, GBR_ERR_READ_ONLY, "inside the read-only root %s",
 		    sb->roots[root].path);
 		free(rel);
 		return -1;
 	}
 	if (dlen > sb->max_write) {
 		free(rel);
-		return sb_refuse(&op, GBR_ERR_TOO_LARGE,
+		return sb_refuse(op, GBR_ERR_TOO_LARGE,
 		    "%zu bytes, over the write cap of %zu", dlen, sb->max_write);
 	}
 	if (strcmp(rel, ".") == 0) {
 		free(rel);
-		return sb_refuse(&op, GBR_ERR_NOT_A_FILE, "the root is a folder");
+		return sb_refuse(op, GBR_ERR_NOT_A_FILE, "the root is a folder");
 	}
 	/* The typed path first, then the canonical one once resolved. */
-	if (sb_policy(&op, rel) != 0) {
+	if (sb_policy(op, rel) != 0) {
 		free(rel);
 		return -1;
 	}
-	if (sb_walk(&op, sb->roots[0].fd, rel, SB_WANT_WRITE, &w) != 0) {
+	if (sb_walk(op, sb->roots[0].fd, rel, SB_WANT_WRITE, &w) != 0) {
 		free(rel);
 		return -1;
 	}
 	free(rel);
 	if (w.missing == NULL && w.name == NULL) {
 		/* A link led back to a folder ("x -> src/.."). */
-		sb_refuse(&op, GBR_ERR_NOT_A_FILE, "'%s' is a folder",
+		sb_refuse(op, GBR_ERR_NOT_A_FILE, "'%s' is a folder",
 		    w.canon[0] != '\0' ? w.canon : ".");
 		goto fail;
 	}
 	full = sb_join(w.canon, w.missing != NULL ? w.missing : w.name);
-	if (sb_policy(&op, full) != 0)
+	if (sb_policy(op, full) != 0)
 		goto fail;
 	if (w.exists) {
 		if (!S_ISREG(w.st.st_mode)) {
-			sb_refuse(&op, GBR_ERR_NOT_A_FILE, "'%s' is %s", full,
+			sb_refuse(op, GBR_ERR_NOT_A_FILE, "'%s' is %s", full,
 			    S_ISDIR(w.st.st_mode) ? "a folder" :
 			    "not a regular file");
 			goto fail;
 		}
 		if (w.st.st_nlink > 1) {
-			sb_refuse(&op, GBR_ERR_PATH_TRAVERSAL,
+			sb_refuse(op, GBR_ERR_PATH_TRAVERSAL,
 			    "'%s' has %ju hard links; gbr never writes through "
 			    "a hard link (another name may be outside the root)",
 			    full, (uintmax_t)w.st.st_nlink);
@@ -1143,13 +1155,13 @@ sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
 		}
 		if ((w.st.st_mode & S_IWUSR) == 0) {
 			/* A rename would replace it anyway: respect the mode. */
-			sb_refuse(&op, GBR_ERR_PERMISSION_DENIED,
+			sb_refuse(op, GBR_ERR_PERMISSION_DENIED,
 			    "'%s' is read-only (mode %03o)", full,
 			    (unsigned)(w.st.st_mode & 0777));
 			goto fail;
 		}
 		if (expect != NULL && !sb_same_file(&w.st, expect)) {
-			sb_refuse(&op, GBR_ERR_BUSY,
+			sb_refuse(op, GBR_ERR_BUSY,
 			    "the file changed since it was read; read it again");
 			goto fail;
 		}
@@ -1157,10 +1169,12 @@ sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
 		name = w.name;
 	} else {
 		if (expect != NULL) {
-			sb_refuse(&op, GBR_ERR_NOT_FOUND,
+			sb_refuse(op, GBR_ERR_NOT_FOUND,
 			    "'%s' was removed since it was read", full);
 			goto fail;
 		}
+		if (op->dry)
+			goto done;	/* a check creates nothing */
 		/* Create the missing folders, one O_NOFOLLOW step at a time. */
 		m = w.missing;
 		for (;;) {
@@ -1169,7 +1183,7 @@ sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
 				break;
 			comp = xstrndup(m, clen);
 			if (mkdirat(w.dirfd, comp, 0755) != 0 && errno != EEXIST) {
-				sb_refuse_errno(&op, errno, "creating a folder");
+				sb_refuse_errno(op, errno, "creating a folder");
 				free(comp);
 				goto fail;
 			}
@@ -1177,7 +1191,7 @@ sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
 			    O_CLOEXEC, 0);
 			free(comp);
 			if (fd == -1) {
-				sb_refuse_errno(&op, errno, "a new folder");
+				sb_refuse_errno(op, errno, "a new folder");
 				goto fail;
 			}
 			close(w.dirfd);
@@ -1187,13 +1201,15 @@ sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
 		name = m;
 		if (fstatat(w.dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 			/* Appeared meanwhile: do not guess, let the caller retry. */
-			sb_refuse(&op, GBR_ERR_BUSY,
+			sb_refuse(op, GBR_ERR_BUSY,
 			    "'%s' appeared while being created; try again", full);
 			goto fail;
 		}
 	}
-	if (sb_atomic_write(&op, w.dirfd, name, data, dlen, mode, expect) != 0)
+	if (!op->dry && sb_atomic_write(op, w.dirfd, name, data, dlen, mode,
+	    expect) != 0)
 		goto fail;
+done:
 	if (created != NULL)
 		*created = !w.exists;
 	sb_walk_release(&w);
@@ -1208,6 +1224,49 @@ fail:
 	free(full);
 	sb_walk_release(&w);
 	return -1;
+}
+
+/* Writes a file atomically in the allowed root (see sandbox.h). */
+int
+sandbox_write_file(struct sandbox *sb, const char *path, size_t len,
+    const char *data, size_t dlen, const struct stat *expect, int *created,
+    struct sandbox_loc *loc, enum gbr_err *kind, char **reason)
+{
+	struct sb_op	 op = { sb, path, len, kind, reason, 0, 0, 0 };
+
+	return sb_write(&op, data, dlen, expect, created, loc);
+}
+
+/* The same write, approved by a human: protected paths are written too. */
+int
+sandbox_write_file_approved(struct sandbox *sb, const char *path, size_t len,
+    const char *data, size_t dlen, const struct stat *expect, int *created,
+    struct sandbox_loc *loc, enum gbr_err *kind, char **reason)
+{
+	struct sb_op	 op = { sb, path, len, kind, reason, 1, 0, 0 };
+
+	return sb_write(&op, data, dlen, expect, created, loc);
+}
+
+/* Every check of a write of dlen bytes, writing nothing (see sandbox.h). */
+int
+sandbox_check_write(struct sandbox *sb, const char *path, size_t len,
+    size_t dlen, char **rel, int *exists, int *protected, enum gbr_err *kind,
+    char **reason)
+{
+	struct sb_op		 op = { sb, path, len, kind, reason, 0, 1, 0 };
+	struct sandbox_loc	 loc;
+	int			 created;
+
+	*rel = NULL;
+	if (sb_write(&op, NULL, dlen, NULL, &created, &loc) != 0)
+		return -1;
+	*rel = loc.rel;
+	if (exists != NULL)
+		*exists = !created;
+	if (protected != NULL)
+		*protected = op.protected_hit;
+	return 0;
 }
 
 /* Opens a folder's entry without following links (see sandbox.h). */

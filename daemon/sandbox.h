@@ -88,6 +88,26 @@ int	 sandbox_write_file(struct sandbox *, const char *path, size_t len,
 	    char **reason);
 
 /*
+ * sandbox_write_file for a write a human approved (approval.h): a
+ * protected path is written too. Every other rule still holds.
+ */
+int	 sandbox_write_file_approved(struct sandbox *, const char *path,
+	    size_t len, const char *data, size_t dlen,
+	    const struct stat *expect, int *created, struct sandbox_loc *loc,
+	    enum gbr_err *kind, char **reason);
+/*
+ * Checks a write of dlen bytes without writing or creating anything:
+ * every refusal of sandbox_write_file but protected_path. Returns 0 with
+ * *rel (the canonical path in the allowed root; caller frees), *exists
+ * (may be NULL) and *protected (may be NULL: whether a protected pattern,
+ * .gbr_envs included, matches the typed or the canonical path), or -1
+ * with *kind and *reason.
+ */
+int	 sandbox_check_write(struct sandbox *, const char *path, size_t len,
+	    size_t dlen, char **rel, int *exists, int *protected,
+	    enum gbr_err *kind, char **reason);
+
+/*
  * Opens an entry of a folder already opened through this sandbox, never
  * following a symlink: want_dir selects O_DIRECTORY, else a regular file
  * opened O_NONBLOCK. Returns the fd, or -1 with errno (ELOOP for a link,

@@ -18,11 +18,38 @@
  * events first), clients per session, request_ids per session. A client
  * that cannot keep up is evicted by conn.c and simply detached here.
  *
- * Until the agent loop lands a turn is a stub: it ends at once with a
- * no_provider error event. GBR_TEST_TURN_MS (read once at start) keeps
- * the stub turn running that long first, so tests can kill the daemon in
- * the middle of a turn. It only delays an error in a daemon that has no
- * provider, so it is harmless in production.
+ * Catch-up (session.attach with after_seq). The missed events come from
+ * the ring when it still holds them, else from the disk log, where every
+ * event is a "session.*" record whose payload is the event itself: a page
+ * read there is filtered to this session's records and each one is
+ * encoded with session_encode, so the line is byte for byte the one live
+ * clients got. To start reading near event N and not at the log's first
+ * record, each session keeps a sparse index: the log seq of its first
+ * event and of every 64th after it, 128 positions at most (when full,
+ * every other one goes and the stride doubles), noted when a record is
+ * appended and at replay, and kept in the snapshot. While it catches up
+ * an attachment gets no live events (they reach it through the ring or
+ * the log instead); the catch-up reads on until the ring covers the rest,
+ * sends that, then replay_complete, and goes live in the same callback,
+ * so nothing is lost or sent twice. It sends at most a page (1/8 of the
+ * client's queue, 256K at most) before it looks at the client's queue
+ * again, and waits while that is over half full. When the log no longer
+ * has an event it needs (a snapshot replaced the old segments), the
+ * client gets resync_required. A catch-up holds its attachment through a
+ * struct catchup that a log read in flight keeps alive: detaching,
+ * closing the connection or re-attaching only unlinks it, and the read's
+ * callback frees it. A closed session stays in memory until the clients
+ * still catching up on it have its last event.
+ *
+ * A turn is the agent loop's (agent.c): once the running state is
+ * announced, agent_turn_begin takes it; the agent reads the history
+ * (session_messages), streams live-only events (session_live: fanned out
+ * in order with the records, never logged), appends messages and ends the
+ * turn (session_end_turn). With no provider configured at all the turn is
+ * a stub that ends with a no_provider error event. GBR_TEST_TURN_MS (read
+ * once at start) keeps the stub turn running that long first, so tests
+ * can kill the daemon in the middle of a turn. It only delays an error in
+ * a daemon that has no provider, so it is harmless in production.
  */
 #include "gbr-config.h"
 
@@ -37,6 +64,7 @@
 
 #include <event2/event.h>
 
+#include "agent.h"
 #include "config.h"
 #include "conn.h"
 #include "disklog.h"
@@ -57,11 +85,21 @@
 #define SESSION_CREATE_RIDS	256	/* request_ids of session.create remembered */
 #define SESSION_TURN_MS_MAX	600000
 #define SESSION_SNAPSHOT_VERSION 1
+#define SESSION_LIDX_STRIDE	64	/* log position of every 64th event at first */
+#define SESSION_LIDX_MAX	128	/* positions per session (a power of two) */
+#define SESSION_CATCHUP_RECORDS	1024	/* log records per catch-up read */
+#define SESSION_CATCHUP_BYTES	(256U * 1024)	/* at most, per page */
+#define SESSION_CATCHUP_POLL_MS	10	/* a slow client's queue is looked at again */
+#define SESSION_CATCHUP_POLL_MAX 320	/* ... backing off to this */
 
 #define SESSION_NO_PROVIDER \
 	"No LLM provider is configured yet, so the agent cannot answer. " \
-	"Your message is kept in the session history; tools work through " \
-	"tool.call."
+	"Set GEMINI_API_KEY, OPENAI_API_KEY (with OPENAI_BASE_URL for another " \
+	"OpenAI-compatible server) or ANTHROPIC_API_KEY in gbrd's environment " \
+	"and restart gbrd; or set [llm] provider and key_file (mode 0600) in " \
+	"gbrd.conf; or [llm] base_url in the profile for a local server; or " \
+	"start Ollama on 127.0.0.1:11434. Your message is kept in the session " \
+	"history; tools work through tool.call."
 
 /* A request waiting for a record to be written. */
 struct waiter {
@@ -86,6 +124,7 @@ struct pending {
 	unsigned		 nwaiters;
 	/* Runs once the record is announced (never after an error). */
 	void			(*then)(struct session *, uint64_t turn);
+	int			 live;	/* a live-only event (session_live): no record */
 };
 TAILQ_HEAD(pending_list, pending);
 
@@ -121,9 +160,28 @@ struct attach {
 	TAILQ_ENTRY(attach)	 gentry;	/* every attachment */
 	struct session		*s;
 	struct conn		*c;		/* counted reference */
+	struct catchup		*cu;		/* catching up: no live events yet */
 	int			 dead;		/* to unlink after a fan-out */
 };
 TAILQ_HEAD(attach_list, attach);
+
+/*
+ * The missed events being sent to an attachment. A log read in flight
+ * keeps it alive after the attachment is gone (a is then NULL).
+ */
+struct catchup {
+	struct attach		*a;		/* NULL once the attachment is gone */
+	uint64_t		 next;		/* the next session seq to send */
+	uint64_t		 rnext;		/* next when the read in flight began */
+	uint64_t		 lpos;		/* log records up to this seq are seen */
+	uint64_t		 replayed;	/* events sent so far */
+	int			 reading;	/* a disklog_read holds it */
+	int			 busy;		/* inside catchup_pump */
+	int			 waiting;	/* for the client to read its queue */
+	unsigned		 wait_tick;
+	TAILQ_ENTRY(catchup)	 wentry;	/* catchup_waiting */
+};
+TAILQ_HEAD(catchup_list, catchup);
 
 struct session {
 	char			 id[SESSION_ID_LEN + 1];
@@ -135,6 +193,7 @@ struct session {
 	struct env		*envp;		/* loaded profile (reload.c), or NULL */
 	struct sandbox		*sandbox;	/* built from envp, or NULL */
 	enum session_state	 state;
+	enum session_state	 prev_state;	/* awaiting_approval goes back to it */
 	int			 broken;	/* the log failed a record */
 	int			 flushing;
 	int			 retired;	/* closed and announced: to be freed */
@@ -144,6 +203,10 @@ struct session {
 	uint64_t		 announced;	/* last seq announced */
 	uint64_t		 turn;		/* last turn started */
 	uint64_t		 turn_erred;	/* last turn whose error event is logged */
+	int64_t			 tokens_in;	/* LLM tokens of every turn (agent.c) */
+	int64_t			 tokens_out;
+	int64_t			 last_in;	/* ... of the last turn that counted */
+	int64_t			 last_out;
 
 	struct hmsg		*hist;
 	size_t			 nhist;
@@ -158,6 +221,13 @@ struct session {
 	uint64_t		 ring_bytes;
 	int			 in_lru;
 	TAILQ_ENTRY(session)	 lru_entry;
+
+	/* Sparse index: log seq of event lidx_base + k * lidx_stride. */
+	uint64_t		*lidx;
+	uint64_t		 lidx_base;
+	uint64_t		 lidx_stride;
+	uint32_t		 lidx_n;
+	uint32_t		 lidx_cap;
 
 	struct rid		*rids;		/* grows, then circular at rids_max */
 	size_t			 rids_cap;
@@ -198,6 +268,13 @@ static uint64_t			 events_memory;
 static unsigned			 session_turn_ms;
 static int			 session_appending;
 static struct event		*session_reap_ev;
+static struct catchup_list	 catchup_waiting = TAILQ_HEAD_INITIALIZER(catchup_waiting);
+static struct event		*catchup_ev;	/* looks at waiting catch-ups again */
+static unsigned			 catchup_tick;
+static int			 catchup_ticking;	/* inside catchup_tick_cb */
+static int			 session_stopping;	/* session_shutdown */
+static unsigned			 catchup_poll_ms = SESSION_CATCHUP_POLL_MS;
+static unsigned			 catchups_n;
 
 static const char *const session_states[] = {
 	[SESSION_IDLE] = "idle",
@@ -212,6 +289,8 @@ static int	 session_restore(json_t *);
 static int	 session_replay(uint64_t, int64_t, const char *, json_t *);
 static void	 session_flush(struct session *);
 static void	 session_free(struct session *);
+static void	 session_reap_schedule(void);
+static void	 catchup_cancel(struct attach *);
 
 static const struct disklog_module session_module = {
 	"session", session_snapshot, session_restore, session_replay
@@ -506,12 +585,122 @@ ring_push(struct session *s, uint64_t seq, char *line, size_t len)
 	}
 }
 
+/*
+ * Remembers where a session's event is in the disk log: the first one
+ * noted and every lidx_stride-th after it. At SESSION_LIDX_MAX positions
+ * every other one is dropped and the stride doubles, so a session with
+ * millions of events holds 1 KiB of positions at most.
+ */
+static void
+lidx_note(struct session *s, uint64_t seq, uint64_t lseq)
+{
+	uint32_t	i;
+
+	if (s->lidx_n == 0) {
+		s->lidx_base = seq;
+		s->lidx_stride = SESSION_LIDX_STRIDE;
+	} else if (seq < s->lidx_base ||
+	    (seq - s->lidx_base) % s->lidx_stride != 0 ||
+	    (seq - s->lidx_base) / s->lidx_stride != s->lidx_n)
+		return;
+	if (s->lidx_n == s->lidx_cap) {
+		if (s->lidx_cap >= SESSION_LIDX_MAX) {
+			/* seq - base is lidx_n * stride, so it stays a position. */
+			for (i = 0; i < s->lidx_n / 2; i++)
+				s->lidx[i] = s->lidx[2 * i];
+			s->lidx_n /= 2;
+			s->lidx_stride *= 2;
+		} else {
+			s->lidx_cap = s->lidx_cap == 0 ? 2 : s->lidx_cap * 2;
+			s->lidx = xreallocarray(s->lidx, s->lidx_cap,
+			    sizeof *s->lidx);
+		}
+	}
+	s->lidx[s->lidx_n++] = lseq;
+}
+
+/*
+ * The log seq to read after to meet a session's event seq (or an earlier
+ * one of the session): the nearest position at or before it, else 0, the
+ * log's start.
+ */
+static uint64_t
+lidx_find(const struct session *s, uint64_t seq)
+{
+	uint64_t	k;
+
+	if (s->lidx_n == 0 || seq < s->lidx_base)
+		return 0;
+	k = (seq - s->lidx_base) / s->lidx_stride;
+	if (k >= s->lidx_n)
+		k = s->lidx_n - 1;
+	return s->lidx[k] - 1;
+}
+
+/* The index for a snapshot (new reference). */
+static json_t *
+lidx_json(const struct session *s)
+{
+	json_t		*seqs = json_array();
+	uint32_t	 i;
+
+	for (i = 0; i < s->lidx_n; i++)
+		json_array_append_new(seqs, json_integer((json_int_t)s->lidx[i]));
+	return json_pack("{s:I, s:I, s:o}", "base", (json_int_t)s->lidx_base,
+	    "stride", (json_int_t)s->lidx_stride, "seqs", seqs);
+}
+
+/*
+ * Takes the index back from a snapshot (v borrowed, may be NULL). One that
+ * does not make sense is dropped: catch-up then reads older events from
+ * the log's start, slower but still exact.
+ */
+static void
+lidx_restore(struct session *s, json_t *v)
+{
+	json_t		*seqs, *x;
+	json_int_t	 base, stride;
+	uint64_t	 prev = 0;
+	size_t		 i, n;
+
+	if (v == NULL)
+		return;
+	if (json_unpack(v, "{s:I, s:I, s:o}", "base", &base, "stride", &stride,
+	    "seqs", &seqs) != 0 || !json_is_array(seqs) || base < 1 ||
+	    stride < SESSION_LIDX_STRIDE || stride > ((json_int_t)1 << 40) ||
+	    (stride & (stride - 1)) != 0 ||
+	    (n = json_array_size(seqs)) == 0 || n > SESSION_LIDX_MAX ||
+	    (uint64_t)base + (n - 1) * (uint64_t)stride > s->seq)
+		goto bad;
+	for (s->lidx_cap = 2; s->lidx_cap < n; s->lidx_cap *= 2)
+		;
+	s->lidx = xreallocarray(NULL, s->lidx_cap, sizeof *s->lidx);
+	json_array_foreach(seqs, i, x) {
+		if (!json_is_integer(x) || json_integer_value(x) < 1 ||
+		    (uint64_t)json_integer_value(x) <= prev)
+			goto bad;
+		s->lidx[i] = prev = (uint64_t)json_integer_value(x);
+	}
+	s->lidx_n = (uint32_t)n;
+	s->lidx_base = (uint64_t)base;
+	s->lidx_stride = (uint64_t)stride;
+	return;
+bad:
+	free(s->lidx);
+	s->lidx = NULL;
+	s->lidx_n = s->lidx_cap = 0;
+	log_warn("session %s: the snapshot's log index is malformed; older "
+	    "events are looked for from the log's start", s->id);
+}
+
 /* Unlinks and frees an attachment, or marks it while its session fans out. */
 static void
 attach_remove(struct attach *a)
 {
 	struct session	*s = a->s;
 
+	if (a->cu != NULL)
+		catchup_cancel(a);
 	if (s->fanning > 0) {
 		a->dead = 1;
 		return;
@@ -522,6 +711,9 @@ attach_remove(struct attach *a)
 	attach_n--;
 	conn_unref(a->c);
 	free(a);
+	/* A closed session waits for its last catching-up client. */
+	if (s->retired && s->nattached == 0)
+		session_reap_schedule();
 }
 
 /* Unlinks the attachments marked during a fan-out. */
@@ -546,7 +738,9 @@ session_fanout(struct session *s, const char *line, size_t len)
 
 	s->fanning++;
 	TAILQ_FOREACH(a, &s->attached, sentry) {
-		if (!a->dead && conn_send_raw(a->c, line, len) != 0)
+		/* One catching up gets this line from the ring or the log. */
+		if (!a->dead && a->cu == NULL &&
+		    conn_send_raw(a->c, line, len) != 0)
 			a->dead = 1;
 		dead |= a->dead;
 	}
@@ -691,6 +885,7 @@ session_free(struct session *s)
 	while (s->ring_n > 0)
 		ring_drop(s);
 	free(s->ring);
+	free(s->lidx);
 	for (i = 0; i < s->nhist; i++)
 		free(s->hist[i].json);
 	free(s->hist);
@@ -710,36 +905,55 @@ session_free(struct session *s)
 	free(s);
 }
 
-/* Frees the closed sessions, from the loop. */
+/*
+ * Frees the closed sessions, from the loop; one that clients are still
+ * catching up on stays until they are done (at shutdown, all go).
+ */
 static void
 session_reap_cb(evutil_socket_t fd, short events, void *arg)
 {
-	struct session	*s;
+	struct session	*s, *next;
 
-	while ((s = TAILQ_FIRST(&session_dead)) != NULL) {
+	for (s = TAILQ_FIRST(&session_dead); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (s->nattached > 0 && !session_stopping)
+			continue;
 		TAILQ_REMOVE(&session_dead, s, entry);
 		session_free(s);
 	}
 }
 
-/* A closed session whose last event is out: detach everyone, free it later. */
+/* Runs session_reap_cb from the loop. */
 static void
-session_retire(struct session *s)
+session_reap_schedule(void)
 {
-	struct attach	*a;
-
-	if (s->retired)
-		return;
-	s->retired = 1;
-	while ((a = TAILQ_FIRST(&s->attached)) != NULL)
-		attach_remove(a);
-	TAILQ_REMOVE(&session_all, s, entry);
-	TAILQ_INSERT_TAIL(&session_dead, s, entry);
 	if (session_reap_ev == NULL &&
 	    (session_reap_ev = event_new(gbrd_base(), -1, 0, session_reap_cb,
 	    NULL)) == NULL)
 		fatalx("event_new failed");
 	event_active(session_reap_ev, EV_TIMEOUT, 0);
+}
+
+/*
+ * A closed session whose last event is out: detach everyone (those still
+ * catching up once they have that event too), free it later.
+ */
+static void
+session_retire(struct session *s)
+{
+	struct attach	*a, *next;
+
+	if (s->retired)
+		return;
+	s->retired = 1;
+	for (a = TAILQ_FIRST(&s->attached); a != NULL; a = next) {
+		next = TAILQ_NEXT(a, sentry);
+		if (a->cu == NULL)
+			attach_remove(a);
+	}
+	TAILQ_REMOVE(&session_all, s, entry);
+	TAILQ_INSERT_TAIL(&session_dead, s, entry);
+	session_reap_schedule();
 }
 
 /* Reads a payload's common fields. */
@@ -820,15 +1034,34 @@ apply_message(struct session *s, json_t *p, uint64_t seq, int64_t ts)
 static int
 apply_state(struct session *s, json_t *p)
 {
-	json_t	*t = json_object_get(p, "turn");
-	int	 st;
+	json_t	*t = json_object_get(p, "turn"), *u;
+	int	 st, prev;
 
 	st = session_state_parse(json_string_value(json_object_get(p, "state")));
 	if (st == -1 || st == SESSION_CLOSED)
 		return -1;
+	if (st == SESSION_AWAITING_APPROVAL &&
+	    s->state != SESSION_AWAITING_APPROVAL) {
+		/* Where it goes back to once no approval waits (approval.c). */
+		prev = session_state_parse(json_string_value(json_object_get(p,
+		    "previous")));
+		s->prev_state = prev == -1 || prev == SESSION_CLOSED ||
+		    prev == SESSION_AWAITING_APPROVAL ? s->state :
+		    (enum session_state)prev;
+	}
 	s->state = st;
 	if (json_is_integer(t) && (uint64_t)json_integer_value(t) > s->turn)
 		s->turn = (uint64_t)json_integer_value(t);
+	/* The end of an agent turn carries its token usage (agent.c). */
+	u = json_object_get(p, "usage");
+	if (json_is_integer(json_object_get(u, "input_tokens")) &&
+	    json_is_integer(json_object_get(u, "output_tokens"))) {
+		s->last_in = json_integer_value(json_object_get(u, "input_tokens"));
+		s->last_out = json_integer_value(json_object_get(u,
+		    "output_tokens"));
+		s->tokens_in += s->last_in;
+		s->tokens_out += s->last_out;
+	}
 	return 0;
 }
 
@@ -949,6 +1182,7 @@ session_record(struct session **sp, const char *rtype, json_t *payload,
 		fatalx("session: %s seq %llu was logged but does not apply", rtype,
 		    (unsigned long long)pe->seq);
 	pe->s = *sp;
+	lidx_note(pe->s, pe->seq, r);
 	pe->line = session_encode(payload, &pe->len);
 	TAILQ_INSERT_TAIL(&pe->s->pending, pe, entry);
 	json_decref(payload);
@@ -1066,7 +1300,9 @@ session_flush(struct session *s)
 		TAILQ_REMOVE(&s->pending, pe, entry);
 		if (pe->error != 0)
 			session_break(s, pe->error);
-		if (!s->broken) {
+		if (!s->broken && pe->live)
+			session_fanout(s, pe->line, pe->len);
+		else if (!s->broken) {
 			session_fanout(s, pe->line, pe->len);
 			ring_push(s, pe->seq, pe->line, pe->len);
 			pe->line = NULL;
@@ -1085,7 +1321,9 @@ session_flush(struct session *s)
 json_t *
 session_info(struct session *s)
 {
-	return json_pack("{s:s, s:s?, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t	*o;
+
+	o = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
 	    "id", s->id, "name", s->name, "workspace", s->workspace,
 	    "env", s->env, "state", session_state_name(s->state),
 	    "attached", (json_int_t)s->nattached,
@@ -1094,6 +1332,11 @@ session_info(struct session *s)
 	    "messages", (json_int_t)s->nhist,
 	    "seq", (json_int_t)s->announced,
 	    "turn", (json_int_t)s->turn);
+	json_object_set_new(o, "usage", json_pack("{s:I, s:I, s:{s:I, s:I}}",
+	    "input_tokens", (json_int_t)s->tokens_in, "output_tokens",
+	    (json_int_t)s->tokens_out, "last_turn", "input_tokens",
+	    (json_int_t)s->last_in, "output_tokens", (json_int_t)s->last_out));
+	return o;
 }
 
 /* Finds an open session by id or by name. */
@@ -1169,9 +1412,12 @@ session_turn_timer_cb(evutil_socket_t fd, short events, void *arg)
 	session_settle(s);
 }
 
-/* The running state is announced: the (stub) turn begins. */
-static void
-session_turn_begin(struct session *s, uint64_t turn)
+/*
+ * No provider: the stub turn (GBR_TEST_TURN_MS keeps it running that
+ * long), which ends with a no_provider error.
+ */
+void
+session_turn_stub(struct session *s, uint64_t turn)
 {
 	if (s->state != SESSION_RUNNING || s->turn != turn)
 		return;
@@ -1179,6 +1425,16 @@ session_turn_begin(struct session *s, uint64_t turn)
 		session_turn_end(s, turn);
 	else
 		session_turn_timer(s, session_turn_ms);
+}
+
+/* The running state is announced: the agent loop takes the turn. */
+static void
+session_turn_begin(struct session *s, uint64_t turn)
+{
+	if (s->state != SESSION_RUNNING || s->turn != turn)
+		return;
+	if (agent_turn_begin(s, turn) != 0)
+		session_turn_stub(s, turn);
 }
 
 /* Fails a call because the log refused a record (nothing changed). */
@@ -1460,6 +1716,8 @@ session_cancel(struct session *s, session_done_cb cb, void *arg,
 	json_object_set_new(p, "outcome", json_string("cancelled"));
 	if ((pe = session_record(&s, "session.state", p, 1)) == NULL)
 		return session_fail_storage(err);
+	/* The model's stream, the tool and the timers stop at once. */
+	agent_cancel(s);
 	pe->result = json_pack("{s:b, s:I}", "cancelled", 1,
 	    "turn", (json_int_t)s->turn);
 	pending_wait(pe, cb, arg, NULL);
@@ -1482,6 +1740,7 @@ session_close(struct session *s, session_done_cb cb, void *arg,
 	json_object_set_new(p, "turn", json_integer((json_int_t)s->turn));
 	if ((pe = session_record(&s, "session.close", p, 1)) == NULL)
 		return session_fail_storage(err);
+	agent_cancel(s);
 	log_info("session %s closed", s->id);
 	pe->result = json_pack("{s:s, s:b}", "session", s->id, "closed", 1);
 	pending_wait(pe, cb, arg, NULL);
@@ -1516,18 +1775,318 @@ attach_count(struct conn *c)
 	return n;
 }
 
-/* Attaches a connection: the reply, the missed events, replay_complete, then live. */
+/* Frees a catch-up that nothing refers to any more. */
+static void
+catchup_release(struct catchup *cu)
+{
+	if (cu->a != NULL || cu->reading || cu->busy > 0)
+		return;
+	free(cu);
+	catchups_n--;
+}
+
+/*
+ * The attachment is going away (detached, its connection closed, attached
+ * again, or the catch-up is done): a read in flight finds it gone.
+ */
+static void
+catchup_cancel(struct attach *a)
+{
+	struct catchup	*cu = a->cu;
+
+	a->cu = NULL;
+	cu->a = NULL;
+	if (cu->waiting) {
+		TAILQ_REMOVE(&catchup_waiting, cu, wentry);
+		cu->waiting = 0;
+	}
+	catchup_release(cu);
+}
+
+/* Bytes of events sent in one step: an eighth of a client queue, 256K at most. */
+static size_t
+catchup_page_bytes(void)
+{
+	size_t	q = config_get()->client_queue_bytes / 8;
+
+	return q < SESSION_CATCHUP_BYTES ? q : SESSION_CATCHUP_BYTES;
+}
+
+/* Ends a fan-out-like section that may have marked attachments dead. */
+static void
+catchup_unfan(struct session *s)
+{
+	if (--s->fanning == 0)
+		attach_sweep(s);
+}
+
+/*
+ * Tells a catching-up client that the events after next - 1 cannot be
+ * sent; it goes on with replay_complete and live events.
+ */
+static void
+catchup_resync(struct catchup *cu, const char *why)
+{
+	struct attach	*a = cu->a;
+	struct session	*s = a->s;
+
+	/* A send can close the connection, which detaches it: defer that. */
+	s->fanning++;
+	if (session_send_local(s, a->c, json_pack("{s:s, s:I, s:s, s:I, s:I, "
+	    "s:s, s:s}", "session", s->id, "seq", (json_int_t)s->announced,
+	    "type", "resync_required", "after_seq", (json_int_t)(cu->next - 1),
+	    "first_seq", (json_int_t)ring_avail(s), "reason", why,
+	    "hint", "call session.history, then session.attach "
+	    "with after_seq set to the seq history returned")) != 0)
+		a->dead = 1;
+	cu->next = s->announced + 1;
+	catchup_unfan(s);
+}
+
+/* The catch-up reached the newest event: replay_complete, and live from now on. */
+static void
+catchup_finish(struct catchup *cu)
+{
+	struct attach	*a = cu->a;
+	struct session	*s = a->s;
+
+	s->fanning++;
+	/* session_break's notice went to the live clients only. */
+	if (s->broken && session_send_local(s, a->c, json_pack("{s:s, s:I, s:s, "
+	    "s:s, s:s}", "session", s->id, "seq", (json_int_t)s->announced,
+	    "type", "resync_required", "reason", "the disk log failed; events "
+	    "after this seq are unknown", "hint", "restart gbrd, then call "
+	    "session.history and session.attach")) != 0)
+		a->dead = 1;
+	if (!a->dead && session_send_local(s, a->c, json_pack("{s:s, s:I, s:s, "
+	    "s:I}", "session", s->id, "seq", (json_int_t)s->announced, "type",
+	    "replay_complete", "replayed", (json_int_t)cu->replayed)) != 0)
+		a->dead = 1;
+	/* A closed session's stream ends with its close event. */
+	if (s->retired)
+		a->dead = 1;
+	a->cu = NULL;
+	cu->a = NULL;
+	catchup_unfan(s);
+}
+
+static void	catchup_pump(struct catchup *);
+
+/* Looks at the waiting catch-ups again: those whose client read go on. */
+static void
+catchup_tick_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct catchup	*cu;
+	struct timeval	 tv;
+	size_t		 half = config_get()->client_queue_bytes / 2;
+	unsigned	 tick = ++catchup_tick, moved = 0;
+
+	/* Those that wait again during this pass carry this tick: stop there. */
+	catchup_ticking = 1;
+	while ((cu = TAILQ_FIRST(&catchup_waiting)) != NULL &&
+	    cu->wait_tick != tick) {
+		TAILQ_REMOVE(&catchup_waiting, cu, wentry);
+		cu->waiting = 0;
+		if (cu->a == NULL || conn_queued(cu->a->c) <= half)
+			moved++;
+		catchup_pump(cu);
+	}
+	catchup_ticking = 0;
+	if (TAILQ_EMPTY(&catchup_waiting))
+		return;
+	/* Clients that do not read cost fewer and fewer wake-ups. */
+	if (moved > 0)
+		catchup_poll_ms = SESSION_CATCHUP_POLL_MS;
+	else if ((catchup_poll_ms *= 2) > SESSION_CATCHUP_POLL_MAX)
+		catchup_poll_ms = SESSION_CATCHUP_POLL_MAX;
+	tv.tv_sec = catchup_poll_ms / 1000;
+	tv.tv_usec = (catchup_poll_ms % 1000) * 1000;
+	evtimer_add(catchup_ev, &tv);
+}
+
+/* Waits for the client to read what is queued before sending more. */
+static void
+catchup_wait(struct catchup *cu)
+{
+	struct timeval	tv = { 0, SESSION_CATCHUP_POLL_MS * 1000 };
+
+	cu->waiting = 1;
+	cu->wait_tick = catchup_tick;
+	TAILQ_INSERT_TAIL(&catchup_waiting, cu, wentry);
+	if (catchup_ev == NULL &&
+	    (catchup_ev = evtimer_new(gbrd_base(), catchup_tick_cb, NULL)) == NULL)
+		fatalx("evtimer_new failed");
+	/* Inside a pass the pass arms the timer, with its back-off. */
+	if (catchup_ticking || evtimer_pending(catchup_ev, NULL))
+		return;
+	catchup_poll_ms = SESSION_CATCHUP_POLL_MS;
+	evtimer_add(catchup_ev, &tv);
+}
+
+static void	catchup_read_cb(void *, int, const struct disklog_page *);
+
+/* Reads the next page of the disk log for a catch-up. */
+static void
+catchup_read(struct catchup *cu)
+{
+	if (disklog_read(cu->lpos, SESSION_CATCHUP_RECORDS,
+	    catchup_page_bytes(), catchup_read_cb, cu) != 0) {
+		catchup_resync(cu, "the disk log cannot be read now (gbrd is "
+		    "stopping)");
+		return;
+	}
+	cu->reading = 1;
+	cu->rnext = cu->next;
+}
+
+/*
+ * A page of the disk log: this session's events from next on go to the
+ * client, as long as the ring does not have them (the ring's copy goes
+ * later, in order). An event of the session beyond next, or the log's end
+ * without next, means the log lost it: resync_required.
+ */
+static void
+catchup_read_cb(void *arg, int error, const struct disklog_page *page)
+{
+	struct catchup	*cu = arg;
+	struct attach	*a = cu->a;
+	struct session	*s;
+	json_t		*rec, *data;
+	const char	*type, *id;
+	uint64_t	 seq;
+	int64_t		 ts;
+	size_t		 i, len;
+	char		*line;
+	int		 r, gone = 0, stop = 0;
+
+	cu->reading = 0;
+	if (a == NULL) {
+		catchup_release(cu);
+		return;
+	}
+	s = a->s;
+	/* Until the end a detach only unlinks: cu stays for catchup_pump. */
+	cu->busy++;
+	if (error != 0) {
+		log_warn("session %s: catch-up for client %llu: the disk log "
+		    "read failed: %s", s->id, (unsigned long long)conn_id(a->c),
+		    strerror(error));
+		catchup_resync(cu, "the disk log could not be read");
+		cu->busy--;
+		catchup_pump(cu);
+		return;
+	}
+	s->fanning++;
+	json_array_foreach(page->records, i, rec) {
+		type = json_string_value(json_object_get(rec, "type"));
+		data = json_object_get(rec, "data");
+		if (type != NULL && strncmp(type, "session.", 8) == 0 &&
+		    payload_head(data, &id, &seq, &ts) == 0 &&
+		    strcmp(id, s->id) == 0 && seq >= cu->next) {
+			/*
+			 * next is older than the ring here (it only reaches
+			 * the ring's first seq by the sends below), so a later
+			 * event of the session means a hole in the log.
+			 */
+			if (seq > cu->next) {
+				gone = 1;
+				break;
+			}
+			if (seq >= ring_avail(s)) {
+				stop = 1;	/* the rest from the ring */
+				break;
+			}
+			line = session_encode(data, &len);
+			r = conn_send_raw(a->c, line, len);
+			free(line);
+			if (r != 0) {
+				a->dead = 1;
+				break;
+			}
+			cu->next++;
+			cu->replayed++;
+		}
+		cu->lpos = (uint64_t)json_integer_value(json_object_get(rec,
+		    "seq"));
+	}
+	/*
+	 * rnext was announced, so in the log, when the read began: the whole
+	 * log up to then without it means it is gone. (A later next may not
+	 * have been written then: the next read finds it.)
+	 */
+	if (!stop && !gone && !a->dead && cu->next == cu->rnext &&
+	    cu->next < ring_avail(s) &&
+	    (!page->more || json_array_size(page->records) == 0))
+		gone = 1;
+	catchup_unfan(s);
+	if (gone && cu->a != NULL)
+		catchup_resync(cu, "the events after after_seq are no longer "
+		    "kept (a snapshot of the disk log replaced them)");
+	cu->busy--;
+	catchup_pump(cu);
+}
+
+/*
+ * Moves a catch-up on as far as it can now: the ring's events while the
+ * ring has next, a log read when it does not, a wait when the client's
+ * queue is over half full, and the end once next is past the newest event.
+ */
+static void
+catchup_pump(struct catchup *cu)
+{
+	const struct ring_event	*ev;
+	struct attach		*a;
+	struct session		*s;
+	size_t			 half = config_get()->client_queue_bytes / 2;
+	size_t			 page = catchup_page_bytes(), bytes;
+
+	cu->busy++;
+	while ((a = cu->a) != NULL && !a->dead && !cu->reading &&
+	    !cu->waiting) {
+		s = a->s;
+		if (cu->next > s->announced) {
+			catchup_finish(cu);
+			break;
+		}
+		if (conn_queued(a->c) > half) {
+			catchup_wait(cu);
+			break;
+		}
+		if (cu->next < ring_avail(s)) {
+			catchup_read(cu);
+			continue;
+		}
+		s->fanning++;
+		for (bytes = 0; cu->next <= s->announced && bytes < page;
+		    cu->next++) {
+			ev = ring_get(s, cu->next);
+			if (conn_send_raw(a->c, ev->line, ev->len) != 0) {
+				a->dead = 1;
+				break;
+			}
+			bytes += ev->len;
+			cu->replayed++;
+		}
+		catchup_unfan(s);
+	}
+	cu->busy--;
+	if (cu->a == NULL)
+		catchup_release(cu);
+}
+
+/*
+ * Attaches a connection: the reply, the missed events (from the ring, else
+ * from the disk log), replay_complete, then live. See the catch-up
+ * paragraph at the top of this file.
+ */
 int
 session_attach(struct session *s, struct conn *c, int has_after,
     uint64_t after, session_done_cb cb, void *arg, struct session_error *err)
 {
 	const struct config	*cfg = config_get();
-	const struct ring_event	*ev;
 	struct attach		*a;
+	struct catchup		*cu;
 	json_t			*res;
-	const char		*why = NULL;
-	uint64_t		 seq, avail = ring_avail(s), replayed = 0;
-	size_t			 bytes = 0;
 
 	if (conn_closing(c))
 		return session_fail(err, GBR_ERR_INVALID_REQUEST, NULL,
@@ -1549,46 +2108,15 @@ session_attach(struct session *s, struct conn *c, int has_after,
 			    SESSION_CONN_ATTACH_MAX);
 	}
 	res = json_pack("{s:o, s:I, s:I}", "session", session_info(s),
-	    "seq", (json_int_t)s->announced, "first_seq", (json_int_t)avail);
+	    "seq", (json_int_t)s->announced, "first_seq",
+	    (json_int_t)ring_avail(s));
 	session_answer(cb, arg, res);
 
 	/*
-	 * Everything below is queued in this callback: nothing can slip in.
-	 * A backlog that would not fit in the client's output queue (it would
-	 * be evicted half way) is refused like one that is gone.
+	 * The attachment is linked at once but catching up: live events skip
+	 * it until catchup_finish, which runs in the same callback that sends
+	 * the newest event, so nothing can slip in between.
 	 */
-	if (has_after && after > s->announced)
-		why = "after_seq is ahead of this session (the daemon lost its "
-		    "newest events, or this is another session)";
-	else if (has_after && after + 1 < avail)
-		why = "the events after after_seq are no longer kept";
-	else if (has_after) {
-		for (seq = after + 1; seq <= s->announced; seq++)
-			bytes += ring_get(s, seq)->len;
-		if (bytes > config_get()->client_queue_bytes / 4 * 3)
-			why = "the missed events are more than the client's "
-			    "output queue can take at once";
-	}
-	if (why != NULL) {
-		if (session_send_local(s, c, json_pack("{s:s, s:I, s:s, s:I, s:I, "
-		    "s:s, s:s}", "session", s->id, "seq", (json_int_t)s->announced,
-		    "type", "resync_required", "after_seq", (json_int_t)after,
-		    "first_seq", (json_int_t)avail, "reason", why,
-		    "hint", "call session.history, then session.attach "
-		    "with after_seq set to the seq history returned")) != 0)
-			return 0;
-	} else if (has_after) {
-		for (seq = after + 1; seq <= s->announced; seq++) {
-			ev = ring_get(s, seq);
-			if (conn_send_raw(c, ev->line, ev->len) != 0)
-				return 0;	/* evicted: it re-attaches later */
-			replayed++;
-		}
-	}
-	if (session_send_local(s, c, json_pack("{s:s, s:I, s:s, s:I}", "session",
-	    s->id, "seq", (json_int_t)s->announced, "type", "replay_complete",
-	    "replayed", (json_int_t)replayed)) != 0)
-		return 0;
 	a = xcalloc(1, sizeof *a);
 	a->s = s;
 	a->c = c;
@@ -1597,6 +2125,18 @@ session_attach(struct session *s, struct conn *c, int has_after,
 	TAILQ_INSERT_TAIL(&attach_all, a, gentry);
 	s->nattached++;
 	attach_n++;
+	cu = xcalloc(1, sizeof *cu);
+	cu->a = a;
+	a->cu = cu;
+	catchups_n++;
+	cu->next = has_after ? after + 1 : s->announced + 1;
+	cu->lpos = lidx_find(s, cu->next);
+	cu->busy++;
+	if (has_after && after > s->announced)
+		catchup_resync(cu, "after_seq is ahead of this session (the "
+		    "daemon lost its newest events, or this is another session)");
+	cu->busy--;
+	catchup_pump(cu);
 	return 0;
 }
 
@@ -1685,10 +2225,11 @@ session_status(void)
 {
 	const struct config	*cfg = config_get();
 
-	return json_pack("{s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
 	    "open", (json_int_t)session_ids.n,
 	    "max", (json_int_t)cfg->session_max,
 	    "attached", (json_int_t)attach_n,
+	    "catching_up", (json_int_t)catchups_n,
 	    "events_memory_bytes", (json_int_t)events_memory,
 	    "events_memory_max", (json_int_t)cfg->session_events_memory);
 }
@@ -1733,6 +2274,15 @@ session_snapshot(void)
 			json_object_set_new(o, "system_seq",
 			    json_integer((json_int_t)s->system_seq));
 		}
+		if (s->state == SESSION_AWAITING_APPROVAL)
+			json_object_set_new(o, "previous_state", json_string(
+			    session_state_name(s->prev_state)));
+		if (s->tokens_in != 0 || s->tokens_out != 0)
+			json_object_set_new(o, "usage", json_pack("[I, I, I, I]",
+			    (json_int_t)s->tokens_in, (json_int_t)s->tokens_out,
+			    (json_int_t)s->last_in, (json_int_t)s->last_out));
+		if (s->lidx_n > 0)
+			json_object_set_new(o, "log_index", lidx_json(s));
 		json_array_append_new(sessions, o);
 	}
 	crids = json_array();
@@ -1751,18 +2301,22 @@ static int
 session_restore_one(json_t *o)
 {
 	struct session	*s;
-	json_t		*hist, *rids, *m, *v;
+	json_t		*hist, *rids, *m, *v, *jname = NULL;
 	const char	*id, *name = NULL, *ws, *env, *state;
 	json_int_t	 created, active, seq, turn;
 	size_t		 i, len;
 	int		 st;
 	char		*enc;
 
-	if (json_unpack(o, "{s:s, s?s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}",
-	    "id", &id, "name", &name, "workspace", &ws, "env", &env,
+	/* An unnamed session's name is written as null ("s:s?"). */
+	if (json_unpack(o, "{s:s, s?o, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}",
+	    "id", &id, "name", &jname, "workspace", &ws, "env", &env,
 	    "state", &state, "created_ms", &created, "active_ms", &active,
 	    "seq", &seq, "turn", &turn, "history", &hist, "request_ids", &rids) != 0 ||
-	    strlen(id) != SESSION_ID_LEN || seq < 1 || turn < 0 ||
+	    (jname != NULL && !json_is_null(jname) && !json_is_string(jname)))
+		return -1;
+	name = json_string_value(jname);
+	if (strlen(id) != SESSION_ID_LEN || seq < 1 || turn < 0 ||
 	    !json_is_array(hist) || !json_is_array(rids) ||
 	    (st = session_state_parse(state)) == -1 || st == SESSION_CLOSED ||
 	    smap_find(&session_ids, id) != NULL ||
@@ -1779,10 +2333,27 @@ session_restore_one(json_t *o)
 		    "system_seq"));
 	}
 	s->state = st;
+	s->prev_state = SESSION_IDLE;
+	if ((st = session_state_parse(json_string_value(json_object_get(o,
+	    "previous_state")))) != -1 && st != SESSION_CLOSED &&
+	    st != SESSION_AWAITING_APPROVAL)
+		s->prev_state = st;
 	s->created_ms = created;
 	s->active_ms = active;
+	{
+		json_int_t	u[4];
+
+		if (json_unpack(json_object_get(o, "usage"), "[I, I, I, I]",
+		    &u[0], &u[1], &u[2], &u[3]) == 0) {
+			s->tokens_in = u[0];
+			s->tokens_out = u[1];
+			s->last_in = u[2];
+			s->last_out = u[3];
+		}
+	}
 	s->seq = s->announced = (uint64_t)seq;
 	s->turn = (uint64_t)turn;
+	lidx_restore(s, json_object_get(o, "log_index"));
 	smap_add(&session_ids, s);
 	if (s->name != NULL)
 		smap_add(&session_names, s);
@@ -1852,6 +2423,7 @@ session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 		    "replayed so far", (unsigned long long)lseq, type);
 		return -1;
 	}
+	lidx_note(s, s->seq, lseq);
 	line = session_encode(payload, &len);
 	ring_push(s, s->seq, line, len);
 	s->announced = s->seq;
@@ -1894,6 +2466,10 @@ session_recover(void)
 	unsigned	 n = 0;
 
 	TAILQ_FOREACH(s, &session_all, entry) {
+		/* A turn waiting for a human died with the daemon too. */
+		if (s->state == SESSION_AWAITING_APPROVAL &&
+		    s->prev_state == SESSION_RUNNING)
+			s->prev_state = SESSION_INTERRUPTED;
 		if (s->state != SESSION_RUNNING)
 			continue;
 		p = session_payload(s, "session.state");
@@ -1935,10 +2511,18 @@ session_shutdown(void)
 	struct session	*s;
 	size_t		 i;
 
+	/*
+	 * disklog_close ran every read callback already, so no catch-up is
+	 * held by a read: removing the attachments frees them all.
+	 */
+	session_stopping = 1;
 	while ((a = TAILQ_FIRST(&attach_all)) != NULL) {
 		a->s->fanning = 0;
 		attach_remove(a);
 	}
+	if (catchup_ev != NULL)
+		event_free(catchup_ev);
+	catchup_ev = NULL;
 	while ((s = TAILQ_FIRST(&session_all)) != NULL) {
 		TAILQ_REMOVE(&session_all, s, entry);
 		session_drop_pending(s);
@@ -2011,7 +2595,7 @@ session_event(struct session *s, const char *type, json_t *fields,
     session_done_cb cb, void *arg, struct session_error *err)
 {
 	struct pending	*pe;
-	json_t		*p;
+	json_t		*p, *copy;
 
 	if (session_check_broken(s, err) != 0) {
 		json_decref(fields);
@@ -2022,11 +2606,50 @@ session_event(struct session *s, const char *type, json_t *fields,
 		json_object_update_missing(p, fields);
 		json_decref(fields);
 	}
-	if ((pe = session_record(&s, "session.event", p, 0)) == NULL)
+	copy = cb != NULL ? json_deep_copy(p) : NULL;
+	if ((pe = session_record(&s, "session.event", p, 0)) == NULL) {
+		json_decref(copy);
 		return session_fail_storage(err);
+	}
+	pe->result = copy;
 	pending_wait(pe, cb != NULL ? cb : session_nobody, arg, NULL);
 	session_settle(s);
 	return 0;
+}
+
+/* Moves a session to awaiting_approval and back (see session.h). */
+int
+session_await_approval(struct session *s, int on, struct session_error *err)
+{
+	struct pending	*pe;
+	json_t		*p;
+
+	if (on && (s->state == SESSION_AWAITING_APPROVAL ||
+	    s->state == SESSION_CLOSED))
+		return 0;
+	if (!on && s->state != SESSION_AWAITING_APPROVAL)
+		return 0;
+	if (session_check_broken(s, err) != 0)
+		return -1;
+	p = session_payload(s, "session.state");
+	json_object_set_new(p, "state", json_string(on ? "awaiting_approval" :
+	    session_state_name(s->prev_state)));
+	json_object_set_new(p, "turn", json_integer((json_int_t)s->turn));
+	if (on)
+		json_object_set_new(p, "previous", json_string(
+		    session_state_name(s->state)));
+	if ((pe = session_record(&s, "session.state", p, 0)) == NULL)
+		return session_fail_storage(err);
+	pending_wait(pe, session_nobody, NULL, NULL);
+	session_settle(s);
+	return 0;
+}
+
+/* Tells whether a connection is attached to a session. */
+int
+session_is_attached(struct session *s, struct conn *c)
+{
+	return attach_find(s, c) != NULL;
 }
 
 /*
@@ -2158,4 +2781,165 @@ session_set_env(struct session *s, const char *type, const char *env,
 	pending_wait(pe, cb != NULL ? cb : session_nobody, arg, NULL);
 	session_settle(s);
 	return 0;
+}
+
+/*
+ * The agent loop's access (agent.c). A live-only event: fanned out to
+ * the attached clients in order with the records around it, never logged,
+ * never kept in the ring (its seq repeats the last one announced).
+ */
+int
+session_live(struct session *s, const char *type, json_t *fields)
+{
+	struct pending	*pe;
+	json_t		*p;
+	char		*line;
+	size_t		 len;
+
+	if (s->broken || s->state == SESSION_CLOSED) {
+		json_decref(fields);
+		return -1;
+	}
+	p = json_pack("{s:s, s:I, s:I, s:s}", "session", s->id, "seq",
+	    (json_int_t)s->announced, "ts", (json_int_t)session_now_ms(),
+	    "type", type);
+	if (fields != NULL) {
+		json_object_update_missing(p, fields);
+		json_decref(fields);
+	}
+	line = session_encode(p, &len);
+	json_decref(p);
+	if (TAILQ_EMPTY(&s->pending)) {
+		session_fanout(s, line, len);
+		free(line);
+		return 0;
+	}
+	/* Behind records not yet announced: it waits its turn. */
+	pe = xcalloc(1, sizeof *pe);
+	pe->s = s;
+	pe->line = line;
+	pe->len = len;
+	pe->done = 1;
+	pe->live = 1;
+	TAILQ_INSERT_TAIL(&s->pending, pe, entry);
+	session_settle(s);
+	return 0;
+}
+
+/* Every history message from index from on, parsed (new reference). */
+json_t *
+session_messages(struct session *s, size_t from)
+{
+	json_t		*a = json_array(), *m;
+	json_error_t	 jerr;
+	size_t		 i;
+
+	for (i = from; i < s->nhist; i++) {
+		m = json_loadb(s->hist[i].json, s->hist[i].len, 0, &jerr);
+		if (m == NULL)
+			fatalx("session %s: history message %zu does not parse",
+			    s->id, i);
+		json_array_append_new(a, m);
+	}
+	return a;
+}
+
+/* The session's state and its last turn. */
+enum session_state
+session_state(const struct session *s)
+{
+	return s->state;
+}
+
+uint64_t
+session_turn(const struct session *s)
+{
+	return s->turn;
+}
+
+/*
+ * Ends a turn: an error event first when kind is set, then the idle
+ * session.state with outcome and fields (stolen: usage, check, ...).
+ */
+int
+session_end_turn(struct session *s, uint64_t turn, const char *outcome,
+    const char *kind, const char *message, json_t *fields,
+    struct session_error *err)
+{
+	json_t	*p;
+
+	if (session_check_broken(s, err) != 0) {
+		json_decref(fields);
+		return -1;
+	}
+	if (s->turn != turn || (s->state != SESSION_RUNNING &&
+	    s->state != SESSION_AWAITING_APPROVAL &&
+	    s->state != SESSION_INTERRUPTED)) {
+		json_decref(fields);
+		return 0;	/* cancelled or closed meanwhile */
+	}
+	if (s->turn_ev != NULL)
+		evtimer_del(s->turn_ev);
+	if (kind != NULL && s->turn_erred != turn) {
+		p = session_payload(s, "error");
+		json_object_set_new(p, "turn", json_integer((json_int_t)turn));
+		json_object_set_new(p, "kind", json_string(kind));
+		json_object_set_new(p, "message", json_string(message != NULL ?
+		    message : kind));
+		if (session_record(&s, "session.error", p, 0) == NULL) {
+			json_decref(fields);
+			return session_fail_storage(err);
+		}
+		s->turn_erred = turn;
+	}
+	p = session_payload(s, "session.state");
+	if (fields != NULL) {
+		json_object_update_missing(p, fields);
+		json_decref(fields);
+	}
+	json_object_set_new(p, "state", json_string("idle"));
+	json_object_set_new(p, "turn", json_integer((json_int_t)turn));
+	json_object_set_new(p, "outcome", json_string(outcome));
+	if (session_record(&s, "session.state", p, 0) == NULL)
+		return session_fail_storage(err);
+	session_settle(s);
+	return 0;
+}
+
+/*
+ * A turn goes on (running again) after a restart left it interrupted or
+ * waiting: an agent turn whose approval a human decided after the restart.
+ */
+int
+session_resume_turn(struct session *s, uint64_t turn, const char *why,
+    struct session_error *err)
+{
+	json_t	*p;
+
+	if (session_check_broken(s, err) != 0)
+		return -1;
+	if (s->turn != turn || s->state != SESSION_INTERRUPTED)
+		return 0;
+	p = session_payload(s, "session.state");
+	json_object_set_new(p, "state", json_string("running"));
+	json_object_set_new(p, "turn", json_integer((json_int_t)turn));
+	json_object_set_new(p, "reason", json_string(why));
+	if (session_record(&s, "session.state", p, 0) == NULL)
+		return session_fail_storage(err);
+	session_settle(s);
+	return 0;
+}
+
+/*
+ * A turn that waited for a human when gbrd stopped is taken up again by
+ * the agent (agent_recover): once no approval waits, it goes back to
+ * running rather than to interrupted (memory only: a later restart
+ * decides again).
+ */
+void
+session_adopt_turn(struct session *s)
+{
+	if (s->state == SESSION_AWAITING_APPROVAL &&
+	    s->prev_state == SESSION_INTERRUPTED)
+		s->prev_state = SESSION_RUNNING;
 }

@@ -96,9 +96,13 @@ int		 session_close(struct session *, session_done_cb, void *,
 		    struct session_error *);
 /*
  * Attaches a connection. cb runs first, at once, with the result (the
- * caller replies with it); then the missed events after after_seq (or
- * resync_required), then replay_complete are queued, and live events
- * follow. has_after 0 means live events only.
+ * caller replies with it); then the missed events after after_seq (from
+ * the ring, or read from the disk log, page by page as the client reads:
+ * possibly later, from the loop), or resync_required for those the log
+ * no longer has, then replay_complete, then live events. has_after 0
+ * means live events only. Until replay_complete the connection counts as
+ * attached (session_is_attached) but live events reach it only through
+ * the catch-up.
  */
 int		 session_attach(struct session *, struct conn *, int has_after,
 		    uint64_t after_seq, session_done_cb, void *,
@@ -139,7 +143,7 @@ void		 session_set_runtime(struct session *, struct env *,
 /*
  * Appends an event that changes nothing but the seq (sandbox.denied,
  * env.invalid): fields (stolen) join {session, seq, ts, type}. cb may be
- * NULL.
+ * NULL; it receives the event's payload once it is announced.
  */
 int		 session_event(struct session *, const char *type,
 		    json_t *fields, session_done_cb, void *,
@@ -161,6 +165,17 @@ int		 session_message(struct session *, const char *type,
 int		 session_request_lookup(struct session *, const char *request_id,
 		    session_done_cb, void *);
 /*
+ * Approvals (approval.c): on 1 moves the session to awaiting_approval,
+ * remembering the state it leaves; on 0 goes back to that state (a turn
+ * that was running before a restart comes back as interrupted). A
+ * session.state record and event; nothing happens if the session is
+ * already there.
+ */
+int		 session_await_approval(struct session *, int on,
+		    struct session_error *);
+/* Tells whether a connection is attached to a session (its events reach it). */
+int		 session_is_attached(struct session *, struct conn *);
+/*
  * Changes the environment's name and the system message (a durable
  * session.env record announced as type; fields stolen). Every other
  * history message stays untouched. cb may be NULL.
@@ -168,5 +183,38 @@ int		 session_request_lookup(struct session *, const char *request_id,
 int		 session_set_env(struct session *, const char *type,
 		    const char *env, const char *system, json_t *fields,
 		    session_done_cb, void *, struct session_error *);
+
+/*
+ * For the agent loop (agent.c).
+ *
+ * A live-only event (message.delta): fields (stolen) join {session, seq,
+ * ts, type}; it reaches the attached clients in order with the records
+ * around it but is never logged or replayed (seq repeats the last one).
+ */
+int		 session_live(struct session *, const char *type,
+		    json_t *fields);
+/* Every history message from index from on (new reference). */
+json_t		*session_messages(struct session *, size_t from);
+enum session_state session_state(const struct session *);
+uint64_t	 session_turn(const struct session *);
+/* No provider: the stub turn that ends with a no_provider error. */
+void		 session_turn_stub(struct session *, uint64_t turn);
+/*
+ * Ends a turn (if it is still the running one): an error event {kind,
+ * message} when kind is set, then session.state idle with outcome and
+ * fields (stolen; "usage" {input_tokens, output_tokens} is added to the
+ * session's counters).
+ */
+int		 session_end_turn(struct session *, uint64_t turn,
+		    const char *outcome, const char *kind, const char *message,
+		    json_t *fields, struct session_error *);
+/*
+ * A turn waiting for an approval since before a restart is the agent's
+ * again: once decided it goes back to running, not to interrupted.
+ */
+void		 session_adopt_turn(struct session *);
+/* An interrupted turn runs again (a session.state running with reason why). */
+int		 session_resume_turn(struct session *, uint64_t turn,
+		    const char *why, struct session_error *);
 
 #endif

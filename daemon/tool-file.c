@@ -228,7 +228,8 @@ tf_write(struct tool_ctx *ctx, json_t *args, json_t **result,
 
 	path = tf_str(args, "path", &plen);
 	content = tf_str(args, "content", &clen);
-	if (sandbox_write_file(ctx->sandbox, path, plen, content, clen, NULL,
+	if ((ctx->approved ? sandbox_write_file_approved :
+	    sandbox_write_file)(ctx->sandbox, path, plen, content, clen, NULL,
 	    &created, &loc, kind, reason) != 0)
 		return -1;
 	shown = sandbox_display(ctx->sandbox, &loc);
@@ -254,63 +255,52 @@ tf_count(const char *hay, size_t hlen, const char *needle, size_t nlen)
 	return n;
 }
 
-/* edit_file {path, old_string, new_string, replace_all?}. */
-static int
-tf_edit(struct tool_ctx *ctx, json_t *args, json_t **result,
+/* Replaces old_string in a file's text (see tool-file.h). */
+int
+tool_file_edit_text(const char *data, size_t dlen, json_t *args, size_t max,
+    const char *shown, char **outp, size_t *outlen, size_t *countp,
     enum gbr_err *kind, char **reason)
 {
-	struct sandbox_loc	 loc = { 0, NULL };
-	struct stat		 st;
-	const char		*path, *old, *new, *p, *m, *end;
-	char			*data, *out, *shown, *o;
-	size_t			 plen, olen, nlen, dlen, count, size;
-	int			 all;
+	const char	*old, *new, *p, *m, *end;
+	char		*out, *o;
+	size_t		 olen, nlen, count, size;
+	int		 all;
 
-	path = tf_str(args, "path", &plen);
+	*outp = NULL;
 	old = tf_str(args, "old_string", &olen);
 	new = tf_str(args, "new_string", &nlen);
 	all = json_is_true(json_object_get(args, "replace_all"));
+	if (old == NULL || new == NULL)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string and new_string are required");
 	if (olen == 0)
 		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
 		    "old_string is empty");
 	if (olen == nlen && memcmp(old, new, olen) == 0)
 		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
 		    "old_string and new_string are the same");
-	if (sandbox_read_file(ctx->sandbox, path, plen, 0, &data, &dlen, &st,
-	    &loc, kind, reason) != 0)
-		return -1;
-	shown = sandbox_display(ctx->sandbox, &loc);
-	sandbox_loc_release(&loc);
-	if (memchr(data, '\0', dlen) != NULL) {
-		tf_fail(kind, reason, GBR_ERR_NOT_A_FILE,
+	if (memchr(data, '\0', dlen) != NULL)
+		return tf_fail(kind, reason, GBR_ERR_NOT_A_FILE,
 		    "'%s' looks binary (it holds NUL bytes)", shown);
-		goto fail;
-	}
 	count = tf_count(data, dlen, old, olen);
-	if (count == 0) {
-		tf_fail(kind, reason, GBR_ERR_NOT_FOUND,
+	if (count == 0)
+		return tf_fail(kind, reason, GBR_ERR_NOT_FOUND,
 		    "old_string was not found in '%s' (it must match exactly, "
 		    "whitespace included)", shown);
-		goto fail;
-	}
-	if (count > 1 && !all) {
-		tf_fail(kind, reason, GBR_ERR_NOT_UNIQUE,
+	if (count > 1 && !all)
+		return tf_fail(kind, reason, GBR_ERR_NOT_UNIQUE,
 		    "old_string occurs %zu times in '%s'; add the text around "
 		    "it to make it unique, or set replace_all", count, shown);
-		goto fail;
-	}
 	/* The new size, checked against the write cap before allocating. */
-	if (nlen > olen && count > sandbox_max_write(ctx->sandbox) / (nlen - olen))
+	if (nlen > olen && count > max / (nlen - olen))
 		size = SIZE_MAX;
 	else
 		size = nlen >= olen ? dlen + count * (nlen - olen) :
 		    dlen - count * (olen - nlen);
-	if (size > sandbox_max_write(ctx->sandbox)) {
-		tf_fail(kind, reason, GBR_ERR_TOO_LARGE,
+	if (size > max)
+		return tf_fail(kind, reason, GBR_ERR_TOO_LARGE,
 		    "'%s' would grow over the write cap of %zu bytes", shown,
-		    sandbox_max_write(ctx->sandbox));
-		goto fail;
-	}
+		    max);
 	out = xmalloc(size + 1);
 	o = out;
 	end = data + dlen;
@@ -323,13 +313,51 @@ tf_edit(struct tool_ctx *ctx, json_t *args, json_t **result,
 	}
 	memcpy(o, p, (size_t)(end - p));
 	o += end - p;
-	if (sandbox_write_file(ctx->sandbox, path, plen, out, (size_t)(o - out),
-	    &st, NULL, NULL, kind, reason) != 0) {
+	*o = '\0';
+	*outp = out;
+	*outlen = (size_t)(o - out);
+	if (countp != NULL)
+		*countp = count;
+	return 0;
+}
+
+/* edit_file {path, old_string, new_string, replace_all?}. */
+static int
+tf_edit(struct tool_ctx *ctx, json_t *args, json_t **result,
+    enum gbr_err *kind, char **reason)
+{
+	struct sandbox_loc	 loc = { 0, NULL };
+	struct stat		 st;
+	const char		*path, *old, *new;
+	char			*data, *out, *shown;
+	size_t			 plen, olen, nlen, dlen, count, outlen;
+
+	path = tf_str(args, "path", &plen);
+	old = tf_str(args, "old_string", &olen);
+	new = tf_str(args, "new_string", &nlen);
+	if (olen == 0)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string is empty");
+	if (olen == nlen && memcmp(old, new, olen) == 0)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string and new_string are the same");
+	if (sandbox_read_file(ctx->sandbox, path, plen, 0, &data, &dlen, &st,
+	    &loc, kind, reason) != 0)
+		return -1;
+	shown = sandbox_display(ctx->sandbox, &loc);
+	sandbox_loc_release(&loc);
+	if (tool_file_edit_text(data, dlen, args,
+	    sandbox_max_write(ctx->sandbox), shown, &out, &outlen, &count, kind,
+	    reason) != 0)
+		goto fail;
+	if ((ctx->approved ? sandbox_write_file_approved :
+	    sandbox_write_file)(ctx->sandbox, path, plen, out, outlen, &st,
+	    NULL, NULL, kind, reason) != 0) {
 		free(out);
 		goto fail;
 	}
 	*result = json_pack("{s:s, s:I, s:I}", "path", shown,
-	    "replacements", (json_int_t)count, "bytes", (json_int_t)(o - out));
+	    "replacements", (json_int_t)count, "bytes", (json_int_t)outlen);
 	free(out);
 	free(data);
 	free(shown);
@@ -994,7 +1022,7 @@ int
 tool_file_call(struct sandbox *sb, const char *tool, json_t *args,
     json_t **result, enum gbr_err *kind, char **reason)
 {
-	struct tool_ctx	 ctx = { sb, NULL, NULL };
+	struct tool_ctx	 ctx = { sb, NULL, NULL, 0 };
 	json_t		*schema;
 	char		*why;
 	size_t		 i;

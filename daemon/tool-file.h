@@ -35,6 +35,17 @@ const struct tool_def	*tool_file_defs(size_t *n);
 /* The five tools as a new JSON array in tool.list's shape. */
 json_t			*tool_file_schemas(void);
 /*
+ * edit_file's change on a file's text (data, dlen bytes), for the tool
+ * and for the approvals' diff: old_string replaced by new_string (args
+ * checked against the schema), at most max bytes out, shown naming the
+ * file in reasons. Returns 0 with *out (new, NUL-terminated), *outlen and
+ * *count (may be NULL), or -1 with *kind and *reason (not_found,
+ * not_unique, not_a_file, too_large, invalid_params).
+ */
+int	tool_file_edit_text(const char *data, size_t dlen, json_t *args,
+	    size_t max, const char *shown, char **out, size_t *outlen,
+	    size_t *count, enum gbr_err *kind, char **reason);
+/*
  * Calls one file tool directly (args checked against its schema first).
  * Returns 0 with *result (new reference), or -1 with *kind and *reason.
  */

@@ -13,6 +13,8 @@
  */
 #include "gbr-config.h"
 
+#include <sys/queue.h>
+
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -60,7 +62,12 @@ struct tool_run {
 	/* An unfinished UTF-8 character held back from each stream's chunk. */
 	unsigned char		 carry[2][4];
 	size_t			 ncarry[2];
+	TAILQ_ENTRY(tool_run)	 entry;		/* tr_live */
 };
+TAILQ_HEAD(tool_run_list, tool_run);
+
+/* Calls in flight: freed by tool_run_shutdown if their child never ends. */
+static struct tool_run_list	tr_live = TAILQ_HEAD_INITIALIZER(tr_live);
 
 static struct {
 	int		 ready;
@@ -877,6 +884,7 @@ tr_on_done(void *arg, const struct runner_result *res)
 		r->done_cb(r->arg, 0, GBR_ERR__COUNT, NULL, o);
 	json_decref(o);
 out:
+	TAILQ_REMOVE(&tr_live, r, entry);
 	free(r->what);
 	json_decref(r->command);
 	free(r);
@@ -1160,8 +1168,10 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 	r->out_cb = out_cb;
 	r->done_cb = done_cb;
 	r->arg = arg;
+	TAILQ_INSERT_TAIL(&tr_live, r, entry);
 	if (runner_start(&o, tr_on_output, tr_on_done, r, &r->job, kind,
 	    reason) != 0) {
+		TAILQ_REMOVE(&tr_live, r, entry);
 		free(r->what);
 		json_decref(r->command);
 		free(r);
@@ -1338,9 +1348,17 @@ tool_run_reconfigure(const struct config *cfg)
 void
 tool_run_shutdown(void)
 {
-	size_t	i;
+	struct tool_run	*r;
+	size_t		 i;
 
 	runner_shutdown();
+	/* No callback runs now: what the calls still held goes here. */
+	while ((r = TAILQ_FIRST(&tr_live)) != NULL) {
+		TAILQ_REMOVE(&tr_live, r, entry);
+		free(r->what);
+		json_decref(r->command);
+		free(r);
+	}
 	if (tr.tmp != NULL && tr_rmtree(tr.tmp) != 0)
 		log_warn("tool-run: %s was not removed completely", tr.tmp);
 	free(tr.tmp);

@@ -35,6 +35,9 @@ struct tool_ctx {
 	struct sandbox		*sandbox;
 	const struct env	*env;		/* limits and commands, or NULL */
 	const char		*session;	/* the session's id, or NULL */
+	int			 approved;	/* a human approved this call
+						   (toolcall.h): protected paths and
+						   ask_commands go through */
 };
 
 typedef int (*tool_fn)(struct tool_ctx *, json_t *args, json_t **result,

@@ -40,6 +40,10 @@ static const struct {
 	[GBR_ERR_NEEDS_APPROVAL] =	 { -32023, "needs_approval" },
 	[GBR_ERR_DENIED_COMMAND] =	 { -32024, "denied_command" },
 	[GBR_ERR_CANCELLED] =		 { -32025, "cancelled" },
+	[GBR_ERR_APPROVAL_NOT_FOUND] =	 { -32026, "approval_not_found" },
+	[GBR_ERR_ALREADY_RESOLVED] =	 { -32027, "already_resolved" },
+	[GBR_ERR_DENIED] =		 { -32028, "denied" },
+	[GBR_ERR_EXPIRED] =		 { -32029, "expired" },
 };
 
 /* Returns the JSON-RPC code of a kind. */

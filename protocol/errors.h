@@ -44,6 +44,10 @@ enum gbr_err {
 	GBR_ERR_NEEDS_APPROVAL,		/* needs_approval: an ask_commands match */
 	GBR_ERR_DENIED_COMMAND,		/* denied_command: a deny_commands match */
 	GBR_ERR_CANCELLED,		/* cancelled: ended early on request */
+	GBR_ERR_APPROVAL_NOT_FOUND,	/* approval_not_found: no such approval */
+	GBR_ERR_ALREADY_RESOLVED,	/* already_resolved: a human decided first */
+	GBR_ERR_DENIED,			/* denied: a human said no */
+	GBR_ERR_EXPIRED,		/* expired: nobody decided in time */
 	GBR_ERR__COUNT
 };
 

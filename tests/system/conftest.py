@@ -22,6 +22,9 @@ SERVICE_MANAGER_VARS = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
                         "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
                         "INVOCATION_ID", "JOURNAL_STREAM")
 
+LLM_VARS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+            "ANTHROPIC_API_KEY")
+
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -115,6 +118,10 @@ class Daemon:
         # variables on: gbrd would talk to that manager or stay in the
         # foreground. Tests that want them set them again.
         for k in SERVICE_MANAGER_VARS:
+            self.env.pop(k, None)
+        # No test may reach a real LLM with the developer's key: tests that
+        # want a provider give a key of their own and a local fake server.
+        for k in LLM_VARS:
             self.env.pop(k, None)
         self.env.update(GBR_SOCKET=self.socket, GBR_STATE_DIR=self.state,
                         GBR_CONFIG=self.config or os.path.join(root, "no-such.conf"),

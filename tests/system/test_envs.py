@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from test_approvals import write_kind
 from test_tools import evparams, wait_for
 
 
@@ -72,8 +73,8 @@ def test_list_show_use(daemon, ws):
     r = c.call("env.show", {"session": sid, "env": "nope"})
     assert r["error"]["data"]["kind"] == "invalid_env"
     r = c.call("env.use", {"session": sid, "env": "dev"})["result"]
-    assert write_tool(c, sid, "locked.txt")["error"]["data"]["kind"] == \
-        "protected_path"
+    # Protected again: the write waits for a human (write_kind denies it).
+    assert write_kind(c, sid, "locked.txt") == "protected_path"
 
 
 def test_create_with_broken_profile_refused(daemon, ws):
@@ -91,8 +92,7 @@ def test_hot_reload(daemon, ws):
           PROFILE.format(prot="other.txt", prompt="You are dev two."))
     ev = wait_for(w, lambda p: p["type"] == "env.reloaded", timeout=20)[-1]
     assert "env.protected_files" in ev["changed"] or ev["changed"]
-    r = write_tool(c, sid, "other.txt")
-    assert r["error"]["data"]["kind"] == "protected_path"
+    assert write_kind(c, sid, "other.txt") == "protected_path"
     assert "result" in write_tool(c, sid, "locked.txt")
     h = c.call("session.history", {"session": sid})["result"]
     assert h["system"]["content"] == "You are dev two."
@@ -102,7 +102,7 @@ def test_hot_reload(daemon, ws):
     write(os.path.join(ws, ".gbr_envs", "dev.ini"), "[env]\nallowed_root = ../..\n")
     ev = wait_for(w, lambda p: p["type"] == "env.invalid", timeout=20)[-1]
     assert "dev.ini" in ev["error"]
-    assert write_tool(c, sid, "other.txt")["error"]["data"]["kind"] == "protected_path"
+    assert write_kind(c, sid, "other.txt") == "protected_path"
     h = c.call("session.history", {"session": sid})["result"]
     assert h["system"]["content"] == "You are dev two."
 
@@ -110,7 +110,7 @@ def test_hot_reload(daemon, ws):
     os.unlink(os.path.join(ws, ".gbr_envs", "dev.ini"))
     ev = wait_for(w, lambda p: p["type"] == "env.invalid" and p.get("deleted"),
                   timeout=20)[-1]
-    assert write_tool(c, sid, "other.txt")["error"]["data"]["kind"] == "protected_path"
+    assert write_kind(c, sid, "other.txt") == "protected_path"
 
 
 def test_burst_gives_one_reload(daemon, ws):
@@ -152,7 +152,7 @@ def test_restart_keeps_env(make_daemon, ws):
     info = c.call("session.list")["result"]["sessions"][0]
     assert info["env"] == "other"
     assert c.call("env.show", {"session": sid})["result"]["name"] == "other"
-    assert write_tool(c, sid, "x.txt")["error"]["data"]["kind"] == "protected_path"
+    assert write_kind(c, sid, "x.txt") == "protected_path"
     h = c.call("session.history", {"session": sid})["result"]
     assert h["system"]["content"] == "Other."
     # A profile broken while the daemon was down: the session stays, on

@@ -233,3 +233,427 @@ def test_plain_stdin_scripts_the_repl(make_daemon, ws):
     assert r.returncode == 0
     assert sid in r.stdout and "unknown command /bogus" in r.stdout
     assert "environment: default" in r.stdout
+
+
+# --- Human approvals at the prompt (issue 7) ---------------------------------
+
+# The question: files have [e]dit, .gbr_envs/ no [s]ession-approve (it is
+# asked every time), commands no [e]dit.
+FULL_QUESTION = r"\[a\]pprove / \[d\]eny / \[e\]dit / \[s\]ession-approve\?\s*$"
+ENV_QUESTION = r"\[a\]pprove / \[d\]eny / \[e\]dit\?\s*$"
+CMD_QUESTION = r"\[a\]pprove / \[d\]eny / \[s\]ession-approve\?\s*$"
+QUESTION = r"\[a\]pprove / \[d\]eny( / \[e\]dit)?( / \[s\]ession-approve)?\?\s*$"
+PROFILE = "[env]\nmax_fix_attempts = 5\n"
+
+
+def repl(t, sid=None, prefix=""):
+    """Starts gbr in a terminal and waits for its prompt."""
+    t.keys("clear; %s%s" % (prefix, GBR), "Enter")
+    t.wait(r"Ctrl-D detaches")
+    t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
+
+
+def ask(d, sid, tool, args):
+    """A tool call that needs a human, sent from a raw client; the reply waits."""
+    c = d.conn(timeout=30)
+    rid = c.request("tool.call", {"session": sid, "tool": tool, "args": args})
+    return c, rid
+
+
+def answer_of(c, rid):
+    """The reply to request rid, reading past the notifications."""
+    while True:
+        m = c.recv()
+        if m.get("id") == rid and "method" not in m:
+            return m
+
+
+def approval_id(screen):
+    return re.findall(r"\? approval (a[0-9a-f]+) needs a decision", screen)[-1]
+
+
+def quit_repl(t):
+    t.keys("C-d")
+    t.wait(r"detached from")
+    t.keys("echo EXIT=$?", "Enter")
+    t.wait(r"^EXIT=0")
+
+
+@pytest.fixture
+def aws(ws):
+    """A workspace with a .gbr_envs folder (profiles live there)."""
+    os.makedirs(os.path.join(ws, ".gbr_envs"))
+    return ws
+
+
+def test_approve_at_the_prompt_shows_the_diff_and_applies(make_daemon, terms, aws):
+    d = make_daemon()
+    t = terms("ap", d.env, aws)
+    repl(t)
+    sid = sessions(d)[0]["id"]
+    # A message is being typed when the approval comes: it is put aside.
+    t.type("half typed")
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": PROFILE})
+    s = t.wait(ENV_QUESTION, escapes=True)
+    plain = t.screen()
+    assert "needs a decision: write_file .gbr_envs/x.ini" in plain
+    assert "why: .gbr_envs/ holds the environment profiles" in plain
+    # The diff, coloured: additions green, the hunk header cyan.
+    assert "\x1b[32m  +[env]\n  +max_fix_attempts = 5" in s, repr(s)
+    assert re.search(r"\x1b\[36m(\x1b\[49m)?  @@ ", s), repr(s)
+    assert "half typed" not in plain.splitlines()[-1]
+    target = os.path.join(aws, ".gbr_envs", "x.ini")
+    assert not os.path.exists(target)
+    assert sessions(d)[0]["state"] == "awaiting_approval"
+    aid = approval_id(plain)
+    # .gbr_envs/ is asked every time: no approval for the whole session.
+    t.type("s")
+    t.keys("Enter")
+    t.wait(r"changes to \.gbr_envs/ are asked every time")
+    assert not os.path.exists(target)
+
+    t.type("a")
+    t.keys("Enter")
+    t.wait(r"\? approval %s applied: write_file \.gbr_envs/x\.ini" % aid)
+    r = answer_of(c, rid)
+    assert "result" in r, r
+    with open(target) as f:
+        assert f.read() == PROFILE
+    # The line that was being typed is back, the question gone.
+    t.wait(r"^gbr:%s> half typed\s*$" % sid)
+    assert wait_for(lambda: sessions(d)[0]["state"] != "awaiting_approval")
+    t.keys("C-u")
+    t.type("/approvals")
+    t.keys("Enter")
+    t.wait(r"^no approvals pending")
+    quit_repl(t)
+
+
+def test_deny_with_a_reason_and_a_long_diff(make_daemon, terms, aws):
+    d = make_daemon()
+    t = terms("deny", d.env, aws)
+    repl(t)
+    sid = sessions(d)[0]["id"]
+    content = PROFILE + "".join("; line %d\n" % i for i in range(100))
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": content})
+    s = t.wait(QUESTION)
+    aid = approval_id(s)
+    # A long diff is bounded, and can be seen whole.
+    m = re.search(r"\.\.\. (\d+) more lines \(/approval %s shows them all\)" % aid, s)
+    assert m and int(m.group(1)) > 50, s
+    assert "; line 99" not in s
+    t.type("/approval %s" % aid)
+    t.keys("Enter")
+    t.wait(r"\+; line 99\n[\s\S]*" + QUESTION)
+    t.type("nonsense")
+    t.keys("Enter")
+    t.wait(r"answer a \(approve\), d \(deny\)")
+    t.type("d")
+    t.keys("Enter")
+    t.wait(r"reason for denying \(Enter for none\)>\s*$")
+    t.type("not today")
+    t.keys("Enter")
+    t.wait(r"\? approval %s denied: write_file \.gbr_envs/x\.ini \(reason: not today\)"
+           % aid)
+    r = answer_of(c, rid)
+    assert r["error"]["data"]["kind"] == "denied", r
+    assert not os.path.exists(os.path.join(aws, ".gbr_envs", "x.ini"))
+    t.wait(r"^gbr:%s>\s*$" % sid)
+    # Answering it again from the REPL is refused nicely.
+    t.type("/approve %s" % aid)
+    t.keys("Enter")
+    t.wait(r"approval %s was already answered \(denied\)" % aid)
+    quit_repl(t)
+
+
+EDITOR = """#!/bin/sh
+# A person editing: keeps what was proposed and its mode, writes new text.
+stat -c %%a "$1" > %(out)s/mode
+cp "$1" %(out)s/proposed
+%(change)s
+"""
+
+
+def editor(dirpath, change):
+    path = os.path.join(dirpath, "editor.sh")
+    with open(path, "w") as f:
+        f.write(EDITOR % {"out": dirpath, "change": change})
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_edit_writes_what_the_person_saved(make_daemon, terms, aws, tmpdir_short):
+    d = make_daemon()
+    out = os.path.join(tmpdir_short, "ed")
+    os.makedirs(out)
+    ed = editor(out, "printf '[env]\\nmax_fix_attempts = 7\\n' > \"$1\"")
+    t = terms("edit", d.env, aws)
+    repl(t, prefix="TMPDIR=%s EDITOR=%s " % (out, ed))
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": PROFILE})
+    t.wait(QUESTION)
+    aid = approval_id(t.screen())
+    t.type("e")
+    t.keys("Enter")
+    s = t.wait(r"\? approval %s applied: write_file \.gbr_envs/x\.ini" % aid)
+    assert re.search(r"\? approval %s edited: write_file" % aid, s)
+    tmp = re.search(r"\* editing (\S+)", s).group(1)
+    assert tmp.startswith(out + "/gbr-approval-") and tmp.endswith(".ini")
+    assert not os.path.exists(tmp), "the temporary file is removed once sent"
+    r = answer_of(c, rid)
+    assert "result" in r, r
+    with open(os.path.join(aws, ".gbr_envs", "x.ini")) as f:
+        assert f.read() == "[env]\nmax_fix_attempts = 7\n"
+    with open(os.path.join(out, "proposed")) as f:
+        assert f.read() == PROFILE
+    with open(os.path.join(out, "mode")) as f:
+        assert f.read().strip() == "600"
+    t.wait(r"^gbr:%s>\s*$" % sid)
+    quit_repl(t)
+
+
+def test_answered_elsewhere_while_the_editor_runs(make_daemon, terms, aws, tmpdir_short):
+    d = make_daemon()
+    out = os.path.join(tmpdir_short, "ed")
+    os.makedirs(out)
+    ed = editor(out, "while [ ! -e %s/go ]; do sleep 0.05; done\n"
+                "printf 'late edit\\n' > \"$1\"" % out)
+    t = terms("edit3", d.env, aws)
+    repl(t, prefix="TMPDIR=%s EDITOR=%s " % (out, ed))
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": PROFILE})
+    t.wait(QUESTION)
+    aid = approval_id(t.screen())
+    t.type("e")
+    t.keys("Enter")
+    assert wait_for(lambda: os.path.exists(os.path.join(out, "proposed")))
+    # While the editor has the terminal, another client approves.
+    r = d.conn().call("approval.resolve", {"id": aid, "decision": "approve"})
+    assert "result" in r, r
+    assert "result" in answer_of(c, rid)
+    open(os.path.join(out, "go"), "w").close()
+    # What happened meanwhile is shown once the editor is done; nothing is sent.
+    s = t.wait(r"was answered while you edited: your text was not sent and is kept")
+    assert re.search(r"\? approval %s approved in another terminal" % aid, s)
+    kept = re.search(r"\* editing (\S+)", s).group(1)
+    with open(kept) as f:
+        assert f.read() == "late edit\n"
+    with open(os.path.join(aws, ".gbr_envs", "x.ini")) as f:
+        assert f.read() == PROFILE
+    t.wait(r"^gbr:%s>\s*$" % sid)
+    quit_repl(t)
+
+
+def test_edit_of_an_edit_file_starts_from_the_file_with_the_change(
+        make_daemon, terms, aws, tmpdir_short):
+    with open(os.path.join(aws, ".gbr_envs", "default.ini"), "w") as f:
+        f.write("[env]\nprotected_files = gleam.toml\n")
+    with open(os.path.join(aws, "gleam.toml"), "w") as f:
+        f.write('name = "app"\nversion = "1"\n')
+    d = make_daemon()
+    out = os.path.join(tmpdir_short, "ed")
+    os.makedirs(out)
+    ed = editor(out, "sed -i 's/version = \"2\"/version = \"3\"/' \"$1\"")
+    t = terms("edit2", d.env, aws)
+    repl(t, prefix="TMPDIR=%s EDITOR=%s " % (out, ed))
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "edit_file", {"path": "gleam.toml", "old_string": 'version = "1"',
+                                       "new_string": 'version = "2"'})
+    s = t.wait(FULL_QUESTION)
+    assert "why: a protected file" in s
+    assert '-version = "1"' in s and '+version = "2"' in s
+    aid = approval_id(s)
+    # /edit with a prefix of the id.
+    t.type("/edit %s" % aid[:6])
+    t.keys("Enter")
+    t.wait(r"\? approval %s applied: edit_file gleam\.toml" % aid)
+    with open(os.path.join(out, "proposed")) as f:
+        assert f.read() == 'name = "app"\nversion = "2"\n'
+    with open(os.path.join(aws, "gleam.toml")) as f:
+        assert f.read() == 'name = "app"\nversion = "3"\n'
+    assert "result" in answer_of(c, rid)
+
+    # An editor that saves the proposal unchanged sends nothing.
+    ed2 = editor(out, "true")
+    t.keys("C-d")
+    t.wait(r"detached from")
+    repl(t, prefix="TMPDIR=%s EDITOR=%s " % (out, ed2))
+    c, rid = ask(d, sid, "edit_file", {"path": "gleam.toml", "old_string": 'version = "3"',
+                                       "new_string": 'version = "4"'})
+    t.wait(QUESTION)
+    aid = approval_id(t.screen())
+    t.type("e")
+    t.keys("Enter")
+    t.wait(r"no change, so nothing was sent")
+    t.wait(QUESTION)
+    with open(os.path.join(aws, "gleam.toml")) as f:
+        assert f.read() == 'name = "app"\nversion = "3"\n'
+    t.type("a")
+    t.keys("Enter")
+    t.wait(r"\? approval %s applied" % aid)
+    with open(os.path.join(aws, "gleam.toml")) as f:
+        assert f.read() == 'name = "app"\nversion = "4"\n'
+    assert "result" in answer_of(c, rid)
+    quit_repl(t)
+
+
+def test_session_approve_lets_the_same_file_through_afterwards(make_daemon, terms, aws):
+    with open(os.path.join(aws, ".gbr_envs", "default.ini"), "w") as f:
+        f.write("[env]\nprotected_files = gleam.toml\n")
+    d = make_daemon()
+    t = terms("sess", d.env, aws)
+    repl(t)
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "write_file", {"path": "gleam.toml", "content": "v1\n"})
+    t.wait(FULL_QUESTION)
+    aid = approval_id(t.screen())
+    t.type("s")
+    t.keys("Enter")
+    t.wait(r"\? approval %s applied: write_file gleam\.toml" % aid)
+    assert "result" in answer_of(c, rid)
+    # The grant: the same tool on the same file asks no more.
+    r = d.conn().call("tool.call", {"session": sid, "tool": "write_file",
+                                    "args": {"path": "gleam.toml", "content": "v2\n"}})
+    assert "result" in r, r
+    with open(os.path.join(aws, "gleam.toml")) as f:
+        assert f.read() == "v2\n"
+    assert sessions(d)[0]["state"] != "awaiting_approval"
+    quit_repl(t)
+
+
+def test_interrupted_by_a_crash_is_asked_again_with_a_warning(make_daemon, terms, aws):
+    d = make_daemon(env={"GBR_TEST_CRASH_AFTER_APPLYING": "1"})
+    raw = d.conn()
+    sid = raw.call("session.create", {"workspace": aws})["result"]["id"]
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": PROFILE})
+    aid = wait_for(lambda: raw.call("approval.list", {"session": sid})
+                   ["result"]["approvals"])[0]["id"]
+    # Approved, then gbrd dies between "applying" and "applied".
+    d.conn().request("approval.resolve", {"id": aid, "decision": "approve"})
+    d.expect_exit(137)
+    del d.env["GBR_TEST_CRASH_AFTER_APPLYING"]
+    d.start()
+    t = terms("intr", d.env, aws)
+    t.keys("%s -s %s" % (GBR, sid), "Enter")
+    s = t.wait(r"needs a decision: write_file \.gbr_envs/x\.ini[\s\S]*" + QUESTION)
+    assert approval_id(s) == aid
+    assert re.search(r"^  ! gbrd stopped while applying this change", s, re.M), s
+    t.type("a")
+    t.keys("Enter")
+    t.wait(r"\? approval %s applied: write_file \.gbr_envs/x\.ini" % aid)
+    with open(os.path.join(aws, ".gbr_envs", "x.ini")) as f:
+        assert f.read() == PROFILE
+    quit_repl(t)
+
+
+def test_two_terminals_one_answers_the_other_sees_it(make_daemon, terms, aws):
+    d = make_daemon()
+    t1 = terms("one", d.env, aws)
+    repl(t1)
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": PROFILE})
+    t1.wait(QUESTION)
+    aid = approval_id(t1.screen())
+    # A terminal attaching later finds it pending and asks too.
+    t2 = terms("two", d.env, aws)
+    t2.keys("%s -s %s" % (GBR, sid), "Enter")
+    t2.wait(r"needs a decision: write_file \.gbr_envs/x\.ini[\s\S]*" + QUESTION)
+    assert approval_id(t2.screen()) == aid
+    assert sessions(d)[0]["attached"] == 2
+    # A second one waits its turn behind the first.
+    c2, rid2 = ask(d, sid, "write_file", {"path": ".gbr_envs/y.ini", "content": PROFILE})
+    t1.wait(r"\? approval a[0-9a-f]+ waits its turn: write_file \.gbr_envs/y\.ini")
+    t1.wait(r"\(1 more\) " + QUESTION)
+    # One terminal starts to deny; the other approves first.
+    t1.type("d")
+    t1.keys("Enter")
+    t1.wait(r"reason for denying \(Enter for none\)>\s*$")
+    t2.type("a")
+    t2.keys("Enter")
+    t2.wait(r"\? approval %s applied: write_file \.gbr_envs/x\.ini" % aid)
+    t1.wait(r"\? approval %s approved in another terminal: write_file \.gbr_envs/x\.ini"
+            % aid)
+    assert "result" in answer_of(c, rid)
+    # Both move on to the second one.
+    s1 = t1.wait(r"needs a decision: write_file \.gbr_envs/y\.ini[\s\S]*" + QUESTION)
+    t2.wait(r"needs a decision: write_file \.gbr_envs/y\.ini[\s\S]*" + QUESTION)
+    aid2 = approval_id(s1)
+    assert aid2 != aid
+    # /deny from a slash command, with a reason; the other terminal sees it.
+    t2.type("/deny %s nope, not this one" % aid2)
+    t2.keys("Enter")
+    t1.wait(r"\? approval %s denied in another terminal: write_file \.gbr_envs/y\.ini "
+            r"\(reason: nope, not this one\)" % aid2)
+    r = answer_of(c2, rid2)
+    assert r["error"]["data"]["kind"] == "denied"
+    t1.wait(r"^gbr:%s>\s*$" % sid)
+    t2.wait(r"^gbr:%s>\s*$" % sid)
+    assert not os.path.exists(os.path.join(aws, ".gbr_envs", "y.ini"))
+    quit_repl(t1)
+    quit_repl(t2)
+
+
+def test_what_is_shown_cannot_lie(make_daemon, terms, aws):
+    with open(os.path.join(aws, ".gbr_envs", "default.ini"), "w") as f:
+        f.write("[env]\nask_commands = echo *\n")
+    d = make_daemon()
+    t = terms("esc", d.env, aws)
+    repl(t)
+    sid = sessions(d)[0]["id"]
+    # A command with an ANSI escape and a right-to-left override in it.
+    c, rid = ask(d, sid, "run_command", {"argv": ["echo", "\x1b[31mred\u202eevil"]})
+    s = t.wait(CMD_QUESTION)
+    assert "\\u{001B}[31mred\\u{202E}evil" in s
+    assert "\u202e" not in s
+    assert "\x1b[31mred" not in t.screen(escapes=True)
+    assert "[e]dit" not in s.splitlines()[-1], "a command has nothing to edit"
+    t.type("d")
+    t.keys("Enter")
+    t.wait(r"reason for denying")
+    t.keys("Enter")
+    t.wait(r"denied: run_command \$ echo")
+    assert answer_of(c, rid)["error"]["data"]["kind"] == "denied"
+    # A path with invisible characters, and a diff with terminal escapes.
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/a\u200bb\u2060.ini",
+                                        "content": "x\x1b]0;pwned\x07\n\u202egood\n"})
+    s = t.wait(QUESTION)
+    assert "write_file .gbr_envs/a\\u{200B}b\\u{2060}.ini" in s
+    assert "+x\\u{001B}]0;pwned\\u{0007}" in s
+    assert "+\\u{202E}good" in s
+    assert "\u200b" not in s and "\u2060" not in s and "\u202e" not in s
+    t.type("d no")
+    t.keys("Enter")
+    t.wait(r"denied: write_file")
+    assert answer_of(c, rid)["error"]["data"]["kind"] == "denied"
+    quit_repl(t)
+
+
+def test_plain_stdin_lists_and_answers_approvals(make_daemon, aws):
+    d = make_daemon()
+    r = subprocess.run([GBR, aws], input="/approvals\n", env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "no approvals pending" in r.stdout, r.stdout + r.stderr
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": PROFILE})
+    raw = d.conn()
+    listed = wait_for(lambda: raw.call("approval.list", {"session": sid})
+                      ["result"]["approvals"])
+    aid = listed[0]["id"]
+    r = subprocess.run([GBR, aws], input="/approvals\n/approve %s\n" % aid, env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout
+    # Found pending on attach: shown whole, with how to answer it.
+    assert "needs a decision: write_file .gbr_envs/x.ini" in r.stdout
+    assert "+max_fix_attempts = 5" in r.stdout
+    assert "answer with /approve %s" % aid in r.stdout
+    assert "%s  write_file .gbr_envs/x.ini" % aid in r.stdout
+    assert "result" in answer_of(c, rid)
+    with open(os.path.join(aws, ".gbr_envs", "x.ini")) as f:
+        assert f.read() == PROFILE
+    r = subprocess.run([GBR, aws], input="/deny %s\n/approve\n/approval nosuch\n" % aid,
+                       env=d.env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "was already answered" in r.stdout
+    assert "usage: /approve ID [session]" in r.stdout
+    assert "no approval nosuch is pending" in r.stdout

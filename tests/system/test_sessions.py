@@ -414,16 +414,18 @@ def test_limits(make_daemon, ws):
     r = c.call("session.send", {"session": s["id"], "text": "t2"})
     assert r["error"]["data"]["kind"] == "limit_reached"
     assert r["error"]["data"]["limit"] == "history_messages"
-    # Only 3 recent events are kept: older after_seq needs a resync.
+    # Only 3 recent events are kept in memory: older ones come from the
+    # disk log (tests/system/test_attach_log.py has the details).
     a1.close()
     a3.close()
     time.sleep(0.1)
     a4 = d.conn()
-    a4.call("session.attach", {"session": s["id"], "after_seq": 0})
+    r = a4.call("session.attach", {"session": s["id"], "after_seq": 0})["result"]
+    assert r["first_seq"] == 7 and r["seq"] == 9
     wait_events(a4, lambda evs: any(p["type"] == "replay_complete" for p in params(evs)))
     ps = params(a4.events)
-    assert [p["type"] for p in ps] == ["resync_required", "replay_complete"]
-    assert ps[0]["first_seq"] == 7 and "hint" in ps[0]
+    assert [p["seq"] for p in ps[:-1]] == list(range(1, 10))
+    assert ps[-1]["type"] == "replay_complete" and ps[-1]["replayed"] == 9
     a5 = d.conn()
     a5.call("session.attach", {"session": s["id"], "after_seq": 6})
     wait_events(a5, lambda evs: any(p["type"] == "replay_complete" for p in params(evs)))
@@ -471,8 +473,8 @@ def test_storage_failure_is_never_acknowledged(make_daemon, ws, tmpdir_short):
 
 def test_evicted_client_loses_nothing(make_daemon, ws):
     """A client that does not read is evicted (never blocks the daemon);
-    the events stay in the session: a backlog too big for one queue is a
-    resync_required, then history + attach with its seq continue exactly."""
+    the events stay in the session: re-attaching with its last seq sends
+    the backlog, and history + attach with its seq continue exactly too."""
     d = make_daemon(config="[daemon]\nclient_queue_bytes = 64K\n")
     c = d.conn()
     s = create(c, ws)
@@ -498,9 +500,12 @@ def test_evicted_client_loses_nothing(make_daemon, ws):
     # What it did get has no gap.
     assert got == list(range(got[0], got[0] + len(got)))
     again = d.conn()
-    again.call("session.attach", {"session": s["id"], "after_seq": got[-1]})
+    r = again.call("session.attach", {"session": s["id"], "after_seq": got[-1]})["result"]
     wait_events(again, lambda evs: any(p["type"] == "replay_complete" for p in params(evs)))
-    assert params(again.events)[0]["type"] == "resync_required"
+    backlog = params(again.events)
+    assert [p["seq"] for p in backlog[:-1]] == list(range(got[-1] + 1, r["seq"] + 1))
+    assert backlog[-1]["type"] == "replay_complete"
+    again.events.clear()
     # The history comes in pages that fit the client's queue.
     h = again.call("session.history", {"session": s["id"], "limit": 1000})["result"]
     assert h["total"] == sent and h["more"] is True

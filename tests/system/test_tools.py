@@ -205,14 +205,17 @@ def test_hard_link_write_refused(world):
 
 
 def test_gbr_envs_protected(world):
-    r = call(world, "write_file", path=".gbr_envs/default.ini",
-             content="[env]\nautonomy = full\n")
-    assert r["error"]["data"]["kind"] == "protected_path"
+    # Never written silently: the call waits for a human (test_approvals.py
+    # has the rest); write_kind denies it, and nothing is written.
+    from test_approvals import write_kind
+    assert write_kind(world["c"], world["sid"], ".gbr_envs/default.ini",
+                      "[env]\nautonomy = full\n") == "env_dir"
     assert not os.path.exists(os.path.join(world["ws"], ".gbr_envs"))
-    evs = wait_for(world["w"], lambda p: p["type"] == "sandbox.denied")
-    assert evs[-1]["kind"] == "protected_path"
-    r = call(world, "write_file", path="gleam.toml", content="x")
-    assert r["error"]["data"]["kind"] == "protected_path"
+    evs = wait_for(world["w"], lambda p: p["type"] == "approval.resolved")
+    assert evs[-1]["approval"]["state"] == "denied"
+    assert write_kind(world["c"], world["sid"], "gleam.toml") == \
+        "protected_path"
+    assert not os.path.exists(os.path.join(world["ws"], "gleam.toml"))
 
 
 @pytest.mark.parametrize("path", ["a..b.txt", "ln_inside",

@@ -92,6 +92,8 @@ static const struct bad bads[] = {
 	{ ENV_JSON, "{\"prompt\": {\"system\": \"a\", \"system_file\": \"b\"}}", "not both" },
 	{ ENV_JSON, "", "f:1: column" },
 	{ ENV_JSON, "{\"env\": {\"deny_commands\": \"a\\u0001b\"}}", "holds a control" },
+	{ ENV_INI, "[env]\nask_tools = write_file, Run Script\n", "f:2: ask_tools 'Run Script': a tool name" },
+	{ ENV_JSON, "{\"env\": {\"ask_tools\": [\"a/b\"]}}", "ask_tools 'a/b'" },
 };
 
 /* Parses text; returns the env or NULL with *cause. */
@@ -186,6 +188,8 @@ check_goods(void)
 		    "numbers and enums");
 		n = env_ask_commands(e, &v);
 		CHECK(n == 2 && strcmp(v[1], "git push *") == 0, "ask_commands split on commas");
+		n = env_ask_tools(e, &v);
+		CHECK(n == 0, "ask_tools: none by default");
 		CHECK(strcmp(env_system_prompt(e), "First line.\nSecond line.") == 0,
 		    "a continued system prompt keeps its lines");
 		CHECK(env_timeout_ms(e) == 1000 && env_max_output_bytes(e) == 2 << 20,

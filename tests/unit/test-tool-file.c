@@ -76,7 +76,7 @@ static int
 call(const char *tool, const char *args, json_t **result, enum gbr_err *kind,
     char **reason)
 {
-	struct tool_ctx	 ctx = { sb, NULL, NULL };
+	struct tool_ctx	 ctx = { sb, NULL, NULL, 0 };
 	json_t		*a = args != NULL ? json_loads(args, JSON_ALLOW_NUL, NULL) : NULL;
 	int		 r;
 

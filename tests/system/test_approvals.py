@@ -1,0 +1,865 @@
+"""Human approvals (issue 7) against a real gbrd: a call that needs a
+human waits without blocking anyone, is decided from any client (approve,
+deny, edit; the first decision wins), survives kill -9 pending or half
+applied (interrupted, never re-run by itself), expires, is withdrawn when
+its caller leaves, and obeys the autonomy levels, ask_commands, ask_tools
+and session grants. gbrctl's approvals/approve/deny/edit/grants/revoke,
+and the escaping of what a human is shown."""
+import json
+import os
+import stat
+import time
+
+import pytest
+
+from test_tools import evparams, wait_for
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def write_kind(c, sid, path, content="x"):
+    """What a write_file of path does now: "ok", an error kind, or, when it
+    waits for a human, the approval's "why" (protected_path, env_dir). An
+    approval is denied at once on the same connection, so nothing is
+    written and the call ends."""
+    rid = c.request("tool.call", {"session": sid, "tool": "write_file",
+                                  "args": {"path": path, "content": content}})
+    why = rrid = answer = None
+    resolved = False
+    while answer is None or (rrid is not None and not resolved):
+        m = c.recv()
+        if m.get("method") == "tool.progress" and m["params"]["id"] == rid:
+            rrid = c.request("approval.resolve", {
+                "id": m["params"]["approval_id"], "decision": "deny",
+                "reason": "a test only looks"})
+        elif m.get("method") == "event" and \
+                m["params"]["type"] == "approval.requested" and \
+                m["params"]["approval"]["call_id"]:
+            why = m["params"]["approval"]["why"]
+            c.events.append(m)
+        elif "method" in m:
+            c.events.append(m)
+        elif m.get("id") == rrid:
+            assert "result" in m, m
+            resolved = True
+        elif m.get("id") == rid:
+            answer = m
+    if "result" in answer:
+        return "ok"
+    kind = answer["error"]["data"]["kind"]
+    if kind == "denied":
+        assert why is not None
+        return why
+    return kind
+
+
+PROFILE = "[env]\nprotected_files = gleam.toml\n"
+
+
+@pytest.fixture
+def ws(tmpdir_short):
+    d = os.path.join(tmpdir_short, "proj")
+    write(os.path.join(d, ".gbr_envs", "default.ini"), PROFILE)
+    write(os.path.join(d, "gleam.toml"), 'name = "app"\nversion = "1.0.0"\n')
+    return d
+
+
+def new_session(d, ws, env=None):
+    c = d.conn()
+    p = {"workspace": ws}
+    if env is not None:
+        p["env"] = env
+    r = c.call("session.create", p)
+    assert "result" in r, r
+    return c, r["result"]["id"]
+
+
+def watcher(d, sid, after=None):
+    w = d.conn()
+    p = {"session": sid}
+    if after is not None:
+        p["after_seq"] = after
+    assert "result" in w.call("session.attach", p)
+    return w
+
+
+def ask(c, sid, tool, args, request_id=None):
+    """Sends a tool.call that must wait for a human; returns its request
+    id and the approval (from the tool.progress notification and the
+    approval.requested event that reach the caller before any reply)."""
+    p = {"session": sid, "tool": tool, "args": args}
+    if request_id is not None:
+        p["request_id"] = request_id
+    rid = c.request("tool.call", p)
+    progress = event = None
+    while progress is None or event is None:
+        m = c.recv()
+        assert m.get("id") != rid, "answered without a human: %r" % m
+        if m.get("method") == "tool.progress":
+            progress = m["params"]
+        elif m.get("method") == "event" and \
+                m["params"]["type"] == "approval.requested":
+            event = m["params"]
+        else:
+            c.events.append(m)
+    assert progress["id"] == rid and progress["state"] == "awaiting_approval"
+    a = event["approval"]
+    assert a["id"] == progress["approval_id"] and \
+        a["call_id"] == progress["call_id"]
+    assert isinstance(event["seq"], int) and event["session"] == sid
+    return rid, a
+
+
+def answer(c, rid):
+    while True:
+        m = c.recv()
+        if m.get("id") == rid and "method" not in m:
+            return m
+        c.events.append(m)
+
+
+def approvals(d, **params):
+    r = d.conn().call("approval.list", params)
+    assert "result" in r, r
+    return r["result"]["approvals"]
+
+
+def resolve(d, aid, decision, **kw):
+    p = dict(id=aid, decision=decision, **kw)
+    return d.conn().call("approval.resolve", p)
+
+
+def state_of(d, sid):
+    return [s for s in d.conn().call("session.list")["result"]["sessions"]
+            if s["id"] == sid][0]["state"]
+
+
+def tool_results(d, sid, call_id):
+    h = d.conn().call("session.history", {"session": sid, "limit": 1000})
+    return [m for m in h["result"]["messages"]
+            if m["role"] == "tool" and m["call_id"] == call_id]
+
+
+def wait_until(pred, timeout=15.0):
+    deadline = time.time() + timeout
+    while not pred():
+        assert time.time() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+GLEAM_NEW = 'name = "app"\nversion = "2.0.0"\n'
+
+
+def test_protected_write_waits_and_file_unchanged(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    w = watcher(daemon, sid)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    assert a["state"] == "pending" and a["why"] == "protected_path"
+    assert a["path"] == "gleam.toml" and a["tool"] == "write_file"
+    assert a["command"] is None and a["decision"] is None
+    assert a["args"] == {"path": "gleam.toml", "content": GLEAM_NEW}
+    assert a["diff"] == ('--- a/gleam.toml\n+++ b/gleam.toml\n@@ -1,2 +1,2 @@\n'
+                         ' name = "app"\n-version = "1.0.0"\n+version = "2.0.0"\n')
+    assert isinstance(a["expires_ms"], int) and a["expires_ms"] > a["created_ms"]
+    # The daemon serves everything else meanwhile, this connection too:
+    # the reply to a later call comes while tool.call still waits.
+    r = c.call("approval.list", {"session": sid})
+    assert [x["id"] for x in r["result"]["approvals"]] == [a["id"]]
+    assert r["result"]["approvals"][0]["content"] == GLEAM_NEW
+    assert not any(m.get("id") == rid for m in c.events)
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    assert state_of(daemon, sid) == "awaiting_approval"
+    st = daemon.conn().call("daemon.status")["result"]
+    assert st["approvals"]["pending"] == 1
+    # Attached clients saw it in the session's stream.
+    ev = wait_for(w, lambda p: p["type"] == "approval.requested")[-1]
+    assert ev["approval"]["id"] == a["id"]
+    # Another session is not held up either.
+    c2, sid2 = new_session(daemon, ws)
+    r = c2.call("tool.call", {"session": sid2, "tool": "read_file",
+                              "args": {"path": "gleam.toml"}})
+    assert "result" in r
+    resolve(daemon, a["id"], "deny")
+    assert answer(c, rid)["error"]["data"]["kind"] == "denied"
+
+
+def test_approve_from_second_client_applies_once(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    w = watcher(daemon, sid)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    r = resolve(daemon, a["id"], "approve", reason="looks right")
+    assert "result" in r, r
+    got = r["result"]["approval"]
+    assert got["id"] == a["id"] and got["decision"] == "approve" and \
+        got["state"] == "approved" and got["reason"] == "looks right"
+    reply = answer(c, rid)
+    assert reply["result"]["result"]["path"] == "gleam.toml"
+    assert reply["result"]["call_id"] == a["call_id"]
+    assert read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW
+    res = tool_results(daemon, sid, a["call_id"])
+    assert len(res) == 1 and res[0]["ok"] is True and \
+        res[0]["approval_id"] == a["id"]
+    done = approvals(daemon, all=True)
+    assert done[0]["state"] == "applied" and done[0]["result"]["bytes"] == \
+        len(GLEAM_NEW)
+    assert approvals(daemon) == []
+    states = [p["approval"]["state"] for p in wait_for(
+        w, lambda p: p["type"] == "approval.resolved" and
+        p["approval"]["state"] == "applied")]
+    evs = [p["approval"]["state"] for p in evparams(w)
+           if p["type"] == "approval.resolved"]
+    assert evs == ["approved", "applied"], evs
+    wait_until(lambda: state_of(daemon, sid) == "idle")
+    # A second decision on a finished one.
+    r = resolve(daemon, a["id"], "deny")
+    assert r["error"]["data"]["kind"] == "already_resolved"
+    assert r["error"]["data"]["state"] == "applied" and \
+        r["error"]["data"]["decision"] == "approve"
+
+
+def test_deny_returns_denied(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": "broken"})
+    r = resolve(daemon, a["id"], "deny", reason="wrong version")
+    assert r["result"]["approval"]["state"] == "denied"
+    reply = answer(c, rid)
+    err = reply["error"]
+    assert err["data"]["kind"] == "denied"
+    assert err["data"]["approval_id"] == a["id"] and \
+        err["data"]["reason"] == "wrong version"
+    assert err["data"]["call_id"] == a["call_id"]
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    res = tool_results(daemon, sid, a["call_id"])
+    assert len(res) == 1 and res[0]["error"]["kind"] == "denied"
+
+
+def test_edit_writes_the_humans_content(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "edit_file", {"path": "gleam.toml",
+                                       "old_string": "1.0.0",
+                                       "new_string": "9.9.9"})
+    assert "+version = \"9.9.9\"" in a["diff"]
+    lst = approvals(daemon, id=a["id"])
+    assert lst[0]["content"] == 'name = "app"\nversion = "9.9.9"\n'
+    mine = 'name = "app"\nversion = "1.1.0"\n# checked by a human\n'
+    r = resolve(daemon, a["id"], "edit", content=mine)
+    assert r["result"]["approval"]["state"] == "edited"
+    reply = answer(c, rid)
+    assert reply["result"]["result"]["edited"] is True
+    assert read(os.path.join(ws, "gleam.toml")) == mine
+    assert approvals(daemon, all=True)[0]["state"] == "applied"
+
+
+def test_resolve_errors(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    r = resolve(daemon, "a0000000000000000", "approve")
+    assert r["error"]["data"]["kind"] == "approval_not_found"
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "x"})
+    for bad in ({"decision": "maybe"}, {"decision": "edit"},
+                {"decision": "approve", "content": "x"},
+                {"decision": "approve", "scope": "forever"},
+                {"decision": "approve", "reason": "r" * 5000}):
+        r = daemon.conn().call("approval.resolve", dict(id=a["id"], **bad))
+        assert r["error"]["data"]["kind"] == "invalid_params", (bad, r)
+    assert approvals(daemon)[0]["state"] == "pending"
+    # A resent decision (same request_id) answers the same, once.
+    r1 = resolve(daemon, a["id"], "deny", request_id="dec-1")
+    r2 = resolve(daemon, a["id"], "deny", request_id="dec-1")
+    assert r1["result"]["duplicate"] is False and r2["result"]["duplicate"] is True
+    assert r2["result"]["approval"]["state"] == "denied"
+    assert answer(c, rid)["error"]["data"]["kind"] == "denied"
+
+
+def test_two_clients_approve_at_once(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    x, y = daemon.conn(), daemon.conn()
+    rx = x.request("approval.resolve", {"id": a["id"], "decision": "approve"})
+    ry = y.request("approval.resolve", {"id": a["id"], "decision": "approve"})
+    out = [answer(x, rx), answer(y, ry)]
+    ok = [m for m in out if "result" in m]
+    lost = [m for m in out if "error" in m]
+    assert len(ok) == 1 and len(lost) == 1, out
+    assert lost[0]["error"]["data"]["kind"] == "already_resolved"
+    assert lost[0]["error"]["data"]["decision"] == "approve"
+    assert "result" in answer(c, rid)
+    assert len(tool_results(daemon, sid, a["call_id"])) == 1
+    assert read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW
+
+
+def test_kill9_pending_survives_and_applies(make_daemon, ws):
+    d = make_daemon()
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW},
+                 request_id="write-gleam-1")
+    d.kill9()
+    d.start()
+    lst = approvals(d)
+    assert [x["id"] for x in lst] == [a["id"]] and lst[0]["state"] == "pending"
+    assert lst[0]["diff"] == a["diff"]
+    assert state_of(d, sid) == "awaiting_approval"
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    # The asker is gone; its resend (same request_id) finds the same call.
+    c = d.conn()
+    rid2 = c.request("tool.call", {"session": sid, "tool": "write_file",
+                                   "args": {"path": "gleam.toml",
+                                            "content": GLEAM_NEW},
+                                   "request_id": "write-gleam-1"})
+    r = resolve(d, a["id"], "approve")
+    assert "result" in r, r
+    reply = answer(c, rid2)
+    assert reply["result"]["call_id"] == a["call_id"], reply
+    assert read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW
+    res = tool_results(d, sid, a["call_id"])
+    assert len(res) == 1 and res[0]["ok"] is True
+    wait_until(lambda: state_of(d, sid) == "idle")
+    # Once more after a restart: applied, and nothing runs again.
+    d.stop()
+    d.start()
+    assert approvals(d) == []
+    assert approvals(d, all=True)[0]["state"] == "applied"
+    assert len(tool_results(d, sid, a["call_id"])) == 1
+
+
+def test_kill9_pending_without_asker_applies_to_history(make_daemon, ws):
+    d = make_daemon()
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    d.kill9()
+    d.start()
+    w = watcher(d, sid)
+    assert "result" in resolve(d, a["id"], "approve")
+    wait_for(w, lambda p: p["type"] == "tool.result" and
+             p["call_id"] == a["call_id"])
+    assert read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW
+    assert len(tool_results(d, sid, a["call_id"])) == 1
+
+
+def test_crash_between_applying_and_applied(make_daemon, ws):
+    d = make_daemon(env={"GBR_TEST_CRASH_AFTER_APPLYING": "1"})
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    c2 = d.conn()
+    r2 = c2.request("approval.resolve", {"id": a["id"], "decision": "approve"})
+    # The decision is durable before the reply; the hook kills gbrd once
+    # "applying" is on disk, before the write.
+    d.expect_exit(137)
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    del d.env["GBR_TEST_CRASH_AFTER_APPLYING"]
+    d.start()
+    lst = approvals(d)
+    assert len(lst) == 1 and lst[0]["id"] == a["id"]
+    assert lst[0]["state"] == "interrupted" and lst[0]["decision"] is None
+    assert "may already" in lst[0]["note"]
+    assert state_of(d, sid) == "awaiting_approval"
+    # The interruption is in the session's stream.
+    w = watcher(d, sid, after=0)
+    ev = wait_for(w, lambda p: p["type"] == "approval.resolved" and
+                  p["approval"]["state"] == "interrupted")
+    assert ev[-1]["approval"]["id"] == a["id"]
+    # Nothing ran by itself.
+    assert tool_results(d, sid, a["call_id"]) == []
+    # Approved again: it runs once.
+    r = resolve(d, a["id"], "approve")
+    assert r["result"]["approval"]["state"] == "approved"
+    wait_for(w, lambda p: p["type"] == "tool.result" and
+             p["call_id"] == a["call_id"])
+    assert read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW
+    assert len(tool_results(d, sid, a["call_id"])) == 1
+    assert approvals(d, all=True)[0]["state"] == "applied"
+    wait_until(lambda: state_of(d, sid) == "idle")
+
+
+def test_crash_interrupted_can_be_denied(make_daemon, ws):
+    d = make_daemon(env={"GBR_TEST_CRASH_AFTER_APPLYING": "1"})
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    d.conn().request("approval.resolve", {"id": a["id"], "decision": "approve"})
+    d.expect_exit(137)
+    del d.env["GBR_TEST_CRASH_AFTER_APPLYING"]
+    d.start()
+    r = resolve(d, a["id"], "deny", reason="changed my mind")
+    assert r["result"]["approval"]["state"] == "denied"
+    wait_until(lambda: len(tool_results(d, sid, a["call_id"])) == 1)
+    assert tool_results(d, sid, a["call_id"])[0]["error"]["kind"] == "denied"
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+
+
+def test_gbr_envs_always_asks_even_in_full_autonomy(daemon, ws):
+    write(os.path.join(ws, ".gbr_envs", "full.ini"),
+          "[env]\nautonomy = full\nprotected_files = \n")
+    c, sid = new_session(daemon, ws, env="full")
+    rid, a = ask(c, sid, "write_file", {"path": ".gbr_envs/default.ini",
+                                        "content": "[env]\nautonomy = full\n"})
+    assert a["why"] == "env_dir" and a["path"] == ".gbr_envs/default.ini"
+    # A session grant is never made for .gbr_envs: it asks every time.
+    r = resolve(daemon, a["id"], "approve", scope="session")
+    assert r["result"]["approval"]["scope"] == "once"
+    assert "result" in answer(c, rid)
+    assert read(os.path.join(ws, ".gbr_envs", "default.ini")) == \
+        "[env]\nautonomy = full\n"
+    assert daemon.conn().call("approval.grants")["result"]["grants"] == []
+    rid, a2 = ask(c, sid, "write_file", {"path": ".gbr_envs/default.ini",
+                                         "content": PROFILE})
+    assert a2["why"] == "env_dir"
+    resolve(daemon, a2["id"], "deny")
+    assert answer(c, rid)["error"]["data"]["kind"] == "denied"
+    # Nor through another spelling of the same folder.
+    assert write_kind(c, sid, "sub/../.gbr_envs/evil.ini") == "env_dir"
+    assert not os.path.exists(os.path.join(ws, ".gbr_envs", "evil.ini"))
+    # In full autonomy, ordinary files do not ask.
+    assert write_kind(c, sid, "src/main.gleam") == "ok"
+
+
+def test_ask_commands_ask(daemon, ws):
+    write(os.path.join(ws, ".gbr_envs", "cmd.ini"),
+          "[env]\nask_commands = echo asked *, echo asking\n"
+          "deny_commands = echo never *\n")
+    c, sid = new_session(daemon, ws, env="cmd")
+    rid, a = ask(c, sid, "run_command", {"argv": ["echo", "asked", "it's"]})
+    assert a["why"] == "ask_command" and a["path"] is None
+    assert a["command"] == "echo asked 'it'\\''s'"
+    assert "result" in resolve(daemon, a["id"], "approve")
+    r = answer(c, rid)
+    assert r["result"]["result"]["stdout"] == "asked it's\n", r
+    # Deny comes first: a denied command is refused without asking.
+    r = c.call("tool.call", {"session": sid, "tool": "run_command",
+                             "args": {"argv": ["echo", "never", "ask"]}})
+    assert r["error"]["data"]["kind"] == "denied_command"
+    # Others run at once.
+    r = c.call("tool.call", {"session": sid, "tool": "run_command",
+                             "args": {"argv": ["echo", "fine"]}})
+    assert r["result"]["result"]["stdout"] == "fine\n"
+    # A shell script is looked into too.
+    rid, a = ask(c, sid, "run_script", {"language": "sh",
+                                        "code": "echo asking"})
+    assert a["why"] == "ask_command" and "echo asking" in a["command"]
+    resolve(daemon, a["id"], "deny")
+    assert answer(c, rid)["error"]["data"]["kind"] == "denied"
+
+
+def test_read_only_autonomy_refuses(daemon, ws):
+    write(os.path.join(ws, ".gbr_envs", "ro.ini"), "[env]\nautonomy = read-only\n")
+    c, sid = new_session(daemon, ws, env="ro")
+    for tool, args in (("write_file", {"path": "a.txt", "content": "x"}),
+                       ("edit_file", {"path": "gleam.toml", "old_string": "1",
+                                      "new_string": "2"}),
+                       ("write_file", {"path": ".gbr_envs/x.ini", "content": ""}),
+                       ("run_command", {"argv": ["true"]}),
+                       ("run_script", {"language": "sh", "code": "true"})):
+        r = c.call("tool.call", {"session": sid, "tool": tool, "args": args})
+        assert r["error"]["data"]["kind"] == "read_only", (tool, r)
+        assert r["error"]["data"]["autonomy"] == "read-only"
+    assert not os.path.exists(os.path.join(ws, "a.txt"))
+    assert approvals(daemon) == []
+    r = c.call("tool.call", {"session": sid, "tool": "read_file",
+                             "args": {"path": "gleam.toml"}})
+    assert "result" in r
+
+
+def test_ask_tools_in_supervised_only(daemon, ws):
+    write(os.path.join(ws, ".gbr_envs", "sup.ini"),
+          "[env]\nask_tools = write_file, list_directory\n")
+    write(os.path.join(ws, ".gbr_envs", "full.ini"),
+          "[env]\nautonomy = full\nask_tools = write_file\n")
+    c, sid = new_session(daemon, ws, env="sup")
+    rid, a = ask(c, sid, "write_file", {"path": "notes.txt", "content": "hi\n"})
+    assert a["why"] == "ask_tool" and a["path"] == "notes.txt"
+    assert a["diff"] == "--- a/notes.txt\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+hi\n"
+    resolve(daemon, a["id"], "approve")
+    assert "result" in answer(c, rid)
+    rid, a = ask(c, sid, "list_directory", {"path": "."})
+    assert a["why"] == "ask_tool" and a["path"] is None and a["command"] is None
+    resolve(daemon, a["id"], "approve")
+    assert "result" in answer(c, rid)
+    r = c.call("tool.call", {"session": sid, "tool": "read_file",
+                             "args": {"path": "notes.txt"}})
+    assert "result" in r
+    c2, sid2 = new_session(daemon, ws, env="full")
+    assert write_kind(c2, sid2, "notes2.txt") == "ok"
+
+
+def test_session_grant_and_revoke(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "v1\n"})
+    r = resolve(daemon, a["id"], "approve", scope="session")
+    assert r["result"]["approval"]["scope"] == "session"
+    assert "result" in answer(c, rid)
+    g = daemon.conn().call("approval.grants", {"session": sid})["result"]["grants"]
+    assert len(g) == 1 and g[0]["tool"] == "write_file" and \
+        g[0]["path"] == "gleam.toml" and g[0]["session"] == sid and \
+        g[0]["command"] is None
+    # The identical call goes through without asking.
+    r = c.call("tool.call", {"session": sid, "tool": "write_file",
+                             "args": {"path": "gleam.toml", "content": "v2\n"}})
+    assert "result" in r, r
+    assert read(os.path.join(ws, "gleam.toml")) == "v2\n"
+    res = tool_results(daemon, sid, r["result"]["call_id"])
+    assert res[0]["grant_id"] == g[0]["id"]
+    assert approvals(daemon) == []
+    # Not another session, not another tool on the path.
+    c2, sid2 = new_session(daemon, ws)
+    assert write_kind(c2, sid2, "gleam.toml") == "protected_path"
+    rid, a2 = ask(c, sid, "edit_file", {"path": "gleam.toml",
+                                        "old_string": "v2", "new_string": "v3"})
+    resolve(daemon, a2["id"], "deny")
+    answer(c, rid)
+    # The grant survives a restart-free revoke check, then is revoked.
+    r = daemon.conn().call("approval.revoke", {"id": g[0]["id"]})
+    assert r["result"]["revoked"] is True
+    assert daemon.conn().call("approval.grants")["result"]["grants"] == []
+    assert write_kind(c, sid, "gleam.toml") == "protected_path"
+    r = daemon.conn().call("approval.revoke", {"id": g[0]["id"]})
+    assert r["error"]["data"]["kind"] == "not_found"
+
+
+def test_grant_survives_restart(make_daemon, ws):
+    d = make_daemon()
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "v1\n"})
+    resolve(d, a["id"], "approve", scope="session")
+    answer(c, rid)
+    d.kill9()
+    d.start()
+    c = d.conn()
+    assert len(c.call("approval.grants")["result"]["grants"]) == 1
+    r = c.call("tool.call", {"session": sid, "tool": "write_file",
+                             "args": {"path": "gleam.toml", "content": "v2\n"}})
+    assert "result" in r, r
+
+
+def test_caller_leaving_withdraws(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    w = watcher(daemon, sid)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "x"})
+    c.close()
+    ev = wait_for(w, lambda p: p["type"] == "approval.resolved" and
+                  p["approval"]["state"] == "withdrawn")
+    assert ev[-1]["approval"]["id"] == a["id"]
+    assert approvals(daemon) == []
+    r = resolve(daemon, a["id"], "approve")
+    assert r["error"]["data"]["kind"] == "already_resolved"
+    assert r["error"]["data"]["state"] == "withdrawn"
+    res = tool_results(daemon, sid, a["call_id"])
+    assert len(res) == 1 and res[0]["error"]["kind"] == "cancelled"
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    wait_until(lambda: state_of(daemon, sid) == "idle")
+
+
+def test_expiry(make_daemon, ws):
+    d = make_daemon(config="[approval]\nexpire_after = 1\n")
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "x"})
+    assert a["expires_ms"] - a["created_ms"] == 1000
+    c.sock.settimeout(30)
+    r = answer(c, rid)
+    assert r["error"]["data"]["kind"] == "expired"
+    assert r["error"]["data"]["approval_id"] == a["id"]
+    done = approvals(d, all=True)[0]
+    assert done["state"] == "expired"
+    r = resolve(d, a["id"], "approve")
+    assert r["error"]["data"]["kind"] == "already_resolved"
+    assert r["error"]["data"]["state"] == "expired"
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+
+
+def test_expiry_while_down(make_daemon, ws):
+    d = make_daemon(config="[approval]\nexpire_after = 1\n")
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "x"})
+    d.kill9()
+    time.sleep(1.2)     # past the deadline while nobody runs
+    d.start()
+    wait_until(lambda: approvals(d, all=True)[0]["state"] == "expired")
+    wait_until(lambda: len(tool_results(d, sid, a["call_id"])) == 1)
+    res = tool_results(d, sid, a["call_id"])
+    assert res[0]["error"]["kind"] == "expired"
+    wait_until(lambda: state_of(d, sid) == "idle")
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+
+
+def test_gbrctl_approvals_approve_deny(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    r = daemon.ctl("approvals")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["ID", "SESSION", "STATE", "WHY", "TOOL", "TARGET"]
+    assert lines[1].split() == [a["id"], sid, "pending", "protected_path",
+                                "write_file", "gleam.toml"]
+    j = daemon.ctl_json("approvals", "--session", sid)
+    assert j[0]["id"] == a["id"] and j[0]["diff"] == a["diff"]
+    r = daemon.ctl("approve", a["id"], "--reason", "ok by me")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(a["id"] + " approved: write_file gleam.toml")
+    assert "result" in answer(c, rid)
+    r = daemon.ctl("approve", a["id"])
+    assert r.returncode == 1 and "already_resolved" in r.stderr
+    r = daemon.ctl("approvals")
+    assert r.stdout.strip() == "no approvals waiting"
+    r = daemon.ctl("approvals", "--all")
+    assert "applied" in r.stdout
+
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "no"})
+    r = daemon.ctl("deny", a["id"], "--reason", "not now")
+    assert r.returncode == 0 and "denied" in r.stdout
+    e = answer(c, rid)["error"]["data"]
+    assert e["kind"] == "denied" and e["reason"] == "not now"
+    assert daemon.ctl("deny", "a1234").returncode == 1
+    assert daemon.ctl("approve").returncode == 2
+    assert daemon.ctl("approve", a["id"], "--scope", "forever").returncode == 2
+    assert daemon.ctl("approvals", "--bogus").returncode == 2
+    r = daemon.ctl("approve", "--help")
+    assert r.returncode == 0 and "--scope" in r.stdout
+
+
+def test_gbrctl_help_without_daemon(make_daemon):
+    d = make_daemon(start=False)
+    for cmd in ("approvals", "approve", "deny", "edit", "grants", "revoke"):
+        r = d.ctl(cmd, "--help")
+        assert r.returncode == 0 and r.stdout.startswith("usage: gbrctl " + cmd)
+    assert d.ctl("approvals").returncode == 3
+
+
+def test_gbrctl_edit_with_editor(daemon, ws, tmpdir_short):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "edit_file", {"path": "gleam.toml",
+                                       "old_string": "1.0.0",
+                                       "new_string": "2.0.0"})
+    editor = os.path.join(tmpdir_short, "ed.sh")
+    seen = os.path.join(tmpdir_short, "seen.txt")
+    with open(editor, "w") as f:
+        f.write("#!/bin/sh\n"
+                "cp \"$1\" %s\n"
+                "stat -c %%a \"$1\" >> %s\n"
+                "sed -i 's/2.0.0/2.5.0/' \"$1\"\n" % (seen, seen + ".mode"))
+    os.chmod(editor, 0o700)
+    env = dict(daemon.env, EDITOR=editor)
+    env.pop("VISUAL", None)
+    import subprocess
+    from conftest import GBRCTL
+    r = subprocess.run([GBRCTL, "edit", a["id"], "--reason", "tuned"], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "edited" in r.stdout
+    # The editor saw the proposed file, in a private file.
+    assert read(seen) == 'name = "app"\nversion = "2.0.0"\n'
+    assert read(seen + ".mode").strip() == "600"
+    assert "result" in answer(c, rid)
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "2.5.0"\n'
+    # Without a terminal and without an editor set: refused, nothing decided.
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "q"})
+    env.pop("EDITOR")
+    r = subprocess.run([GBRCTL, "edit", a["id"]], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "EDITOR" in r.stderr
+    # An editor that fails decides nothing.
+    env["EDITOR"] = "false"
+    r = subprocess.run([GBRCTL, "edit", a["id"]], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1
+    assert approvals(daemon)[0]["state"] == "pending"
+    resolve(daemon, a["id"], "deny")
+    answer(c, rid)
+
+
+def test_gbrctl_grants_revoke(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "1"})
+    r = daemon.ctl("approve", a["id"], "--scope", "session")
+    assert r.returncode == 0 and "rest of the session" in r.stdout
+    answer(c, rid)
+    g = daemon.ctl_json("grants")
+    assert len(g) == 1
+    r = daemon.ctl("grants", "--session", sid)
+    assert g[0]["id"] in r.stdout and "gleam.toml" in r.stdout
+    r = daemon.ctl("revoke", g[0]["id"])
+    assert r.returncode == 0
+    assert daemon.ctl("revoke", g[0]["id"]).returncode == 1
+    assert daemon.ctl("grants").stdout.strip() == "no grants"
+
+
+def test_escaping_attack_in_gbrctl(daemon, ws):
+    """A command that would rewrite the terminal (ANSI escapes, a bidi
+    override flipping what is read, a carriage return) is shown escaped by
+    gbrctl approvals; a path carrying them never becomes an approval."""
+    write(os.path.join(ws, ".gbr_envs", "cmd.ini"),
+          "[env]\nask_commands = echo *\nprotected_files = *.toml\n")
+    c, sid = new_session(daemon, ws, env="cmd")
+    evil = "\x1b[2J\x1b[1;1Hrm -rf ~\x1b[8m"
+    rid, a = ask(c, sid, "run_command", {"argv": ["echo", evil,
+                                                  "\u202etxt.exe", "\r\n"]})
+    r = daemon.ctl("approvals")
+    assert r.returncode == 0
+    out = r.stdout
+    assert "\x1b" not in out and "\u202e" not in out and "\r" not in out
+    assert "\\u{001B}[2J" in out and "\\u{202E}txt.exe" in out
+    assert "\\u{000D}\\u{000A}" in out
+    assert len(out.splitlines()) == 2
+    # Paths: refused before anything is asked, typed or through a link.
+    for p in ("\x1b[31mred.toml", "gleam\u202e.toml"):
+        r = c.call("tool.call", {"session": sid, "tool": "write_file",
+                                 "args": {"path": p, "content": "y"}})
+        assert r["error"]["data"]["kind"] == "invalid_path", r
+    bad = os.path.join(ws, "\x1b[31mred\u202e.toml")
+    write(bad, "x\n")
+    os.symlink(os.path.basename(bad), os.path.join(ws, "plain.toml"))
+    r = c.call("tool.call", {"session": sid, "tool": "write_file",
+                             "args": {"path": "plain.toml", "content": "y"}})
+    assert r["error"]["data"]["kind"] == "invalid_path", r
+    assert [x["id"] for x in approvals(daemon)] == [a["id"]]
+    assert read(bad) == "x\n"
+    resolve(daemon, a["id"], "deny")
+    answer(c, rid)
+
+
+def fake_gbrd(path, approvals_list, grants_list):
+    """A stand-in daemon on path that answers hello, approval.list and
+    approval.grants with what a test gives: gbrctl's display must hold up
+    whatever the daemon says."""
+    import socket
+    import threading
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            f = conn.makefile("rwb")
+            for line in f:
+                m = json.loads(line)
+                res = {"hello": {"protocol": 1, "server": "gbrd",
+                                 "version": "0", "pid": 1, "epoch": "e",
+                                 "capabilities": []},
+                       "approval.list": {"approvals": approvals_list},
+                       "approval.grants": {"grants": grants_list}}.get(
+                           m["method"], {})
+                f.write(json.dumps({"jsonrpc": "2.0", "id": m["id"],
+                                    "result": res}).encode() + b"\n")
+                f.flush()
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def test_escaping_paths_in_gbrctl(tmpdir_short):
+    """Whatever a daemon (or a forged log) says, a path with an escape
+    sequence or a bidi override is shown escaped, on one line."""
+    import subprocess
+    from conftest import GBRCTL
+    sock = os.path.join(tmpdir_short, "fake.sock")
+    evil = "src/\x1b]0;owned\x07\x1b[2Kok.txt\u202e\u2066gpj.exe\nx\\y"
+    a = {"id": "a0123456789abcdef", "session": "0123456789ab", "tool":
+         "write_file", "args": {}, "path": evil, "command": None,
+         "diff": None, "why": "protected_path", "state": "pending",
+         "note": "see \x1b[31mhere\x1b[0m", "created_ms": 1,
+         "expires_ms": None, "decision": None, "reason": None,
+         "scope": "once", "call_id": "c", "result": None}
+    g = {"id": "g0123456789abcdef", "session": "0123456789ab",
+         "tool": "write_file", "path": evil, "command": None, "created_ms": 1}
+    srv = fake_gbrd(sock, [a], [g])
+    try:
+        for cmd in ("approvals", "grants"):
+            r = subprocess.run([GBRCTL, "--socket", sock, cmd],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+            out = r.stdout
+            for ch in ("\x1b", "\x07", "\u202e", "\u2066", "\r"):
+                assert ch not in out, (cmd, out)
+            assert "src/\\u{001B}]0;owned\\u{0007}\\u{001B}[2Kok.txt" \
+                   "\\u{202E}\\u{2066}gpj.exe\\u{000A}x\\\\y" in out, out
+        assert "see \\u{001B}[31mhere" in subprocess.run(
+            [GBRCTL, "--socket", sock, "approvals"], capture_output=True,
+            text=True, timeout=30).stdout
+    finally:
+        srv.close()
+
+
+def test_session_close_withdraws(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "x"})
+    assert "result" in daemon.conn().call("session.close", {"session": sid})
+    r = answer(c, rid)
+    assert r["error"]["data"]["kind"] in ("cancelled", "session_not_found"), r
+    lst = approvals(daemon, all=True)
+    assert lst[0]["state"] == "withdrawn" and "closed" in lst[0]["reason"]
+    assert approvals(daemon) == []
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    st = daemon.conn().call("daemon.status")["result"]
+    assert st["approvals"]["pending"] == 0
+
+
+def test_list_is_bounded(make_daemon, ws):
+    """Many large pending approvals: approval.list stays under half a
+    client queue and says there are more."""
+    d = make_daemon(config="[daemon]\nclient_queue_bytes = 256K\n")
+    c, sid = new_session(d, ws)
+    big = "x" * 40000
+    asked = []
+    for i in range(6):
+        asked.append(ask(c, sid, "write_file", {"path": "gleam.toml",
+                                                "content": big + str(i)}))
+    r = d.conn().call("approval.list")
+    assert r["result"]["more"] is True
+    got = r["result"]["approvals"]
+    assert 0 < len(got) < 6
+    assert len(json.dumps(r)) < 128 * 1024 + 4096
+    one = d.conn().call("approval.list", {"id": asked[5][1]["id"]})["result"]
+    assert one["approvals"][0]["content"] == big + "5" and one["more"] is False
+    for rid, a in asked:
+        resolve(d, a["id"], "deny")
+
+
+def test_apply_rechecks_deny_rules(daemon, ws):
+    """A decision does not override a deny rule that came in meanwhile:
+    the profile became read-only, or the file can no longer be written;
+    the approval ends "failed" and the call gets the refusal."""
+    write(os.path.join(ws, ".gbr_envs", "ro.ini"),
+          "[env]\nautonomy = read-only\n")
+    c, sid = new_session(daemon, ws)
+    w = watcher(daemon, sid)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "x"})
+    assert "result" in daemon.conn().call("env.use", {"session": sid,
+                                                      "env": "ro"})
+    assert "result" in resolve(daemon, a["id"], "approve")
+    r = answer(c, rid)
+    assert r["error"]["data"]["kind"] == "read_only", r
+    done = approvals(daemon, all=True)[0]
+    assert done["state"] == "failed" and \
+        done["result"]["error"]["kind"] == "read_only"
+    wait_for(w, lambda p: p["type"] == "approval.resolved" and
+             p["approval"]["state"] == "failed")
+    assert read(os.path.join(ws, "gleam.toml")) == 'name = "app"\nversion = "1.0.0"\n'
+    # Back to the default; the file itself refuses (mode 0444).
+    daemon.conn().call("env.use", {"session": sid, "env": "default"})
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "y"})
+    os.chmod(os.path.join(ws, "gleam.toml"), 0o444)
+    resolve(daemon, a["id"], "approve")
+    assert answer(c, rid)["error"]["data"]["kind"] == "permission_denied"
+    assert approvals(daemon, id=a["id"])[0]["state"] == "failed"
+    os.chmod(os.path.join(ws, "gleam.toml"), 0o644)
