@@ -130,6 +130,8 @@ scenarios(int poll)
 	struct envwatch		*w;
 	char			*cause = NULL, path[PATH_MAX], text[64];
 	const char		*r;
+	struct timespec		 t0, t1;
+	long			 burst_ms;
 	int			 i, settle;
 
 	snprintf(ws, sizeof ws, "/tmp/gbr-test-envwatch-XXXXXX");
@@ -166,6 +168,7 @@ scenarios(int poll)
 	CHECK(strcmp(r, "") == 0, "%s: nothing for the baseline (%s)", mode, r);
 
 	/* A burst of 50 saves, 3 ms apart, half in place, half by rename. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < 50; i++) {
 		snprintf(text, sizeof text, "[env]\n; save %d\n", i);
 		if (i % 2)
@@ -176,9 +179,19 @@ scenarios(int poll)
 		if (i % 10 == 9)
 			run_for(1);	/* let the loop see some of it mid-burst */
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	burst_ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	run_for(settle);
 	r = reports();
-	CHECK(strcmp(r, "default") == 0, "%s: a burst of 50 saves gives one report (%s)", mode, r);
+	/*
+	 * One report; on a loaded machine where the burst itself outlasted
+	 * the max delay (600 ms), that report and one for the rest.
+	 */
+	CHECK(strcmp(r, "default") == 0 || (burst_ms + 100 >= o.max_delay_ms &&
+	    strcmp(r, "default default") == 0),
+	    "%s: a burst of 50 saves (%ld ms) gives one report (%s)", mode,
+	    burst_ms, r);
 
 	put(".gbr_envs/a.ini", "[env]\n");
 	put(".gbr_envs/b.json", "{}");
