@@ -23,11 +23,12 @@
  * A call that waits for a human survives gbrd going away: the approval is
  * durable in gbrd's log, so the bridge connects again and sends the same
  * tool.call (same request_id), which gbrd ties to the pending approval.
- * What gbrd cannot do is not faked: it has no way to stop one tool call
- * early, so notifications/cancelled stops the waiting (the reply is never
- * sent) while the tool finishes in gbrd and is recorded there. A call that
- * waits for an approval is withdrawn by gbrd when our connection closes,
- * which happens when the client goes away (stdin ends) and we exit.
+ * notifications/cancelled drops the reply and asks gbrd to give up on the
+ * call (tool.cancel): a pending approval is withdrawn, a running command
+ * stopped; a call that already finished stays done and recorded. Every
+ * approval the bridge waits for is also withdrawn by gbrd when our
+ * connection closes, which happens when the client goes away (stdin ends)
+ * and we exit.
  */
 #include "gbr-config.h"
 
@@ -83,6 +84,7 @@ enum mcp_call_kind {
 	MCP_CALL_TOOL = 0,	/* tools/call -> tool.call */
 	MCP_CALL_LIST,		/* tools/list -> tool.list */
 	MCP_CALL_SESSION,	/* our own session.create after a close */
+	MCP_CALL_CANCEL,	/* notifications/cancelled -> tool.cancel */
 };
 
 /* A request sent to gbrd whose reply has not come yet. */
@@ -925,13 +927,15 @@ mcp_release_held(struct mcp *m, int send)
 	}
 }
 
-/* notifications/cancelled: never answer that request. */
+/* notifications/cancelled: never answer that request; gbrd gives up too. */
 static void
 mcp_cancelled(struct mcp *m, json_t *params)
 {
 	json_t		*rid = json_object_get(params, "requestId");
 	struct mcp_call	*c;
 	struct mcp_held	*h;
+	const char	*kind;
+	char		*why;
 
 	if (rid == NULL)
 		return;
@@ -949,15 +953,24 @@ mcp_cancelled(struct mcp *m, json_t *params)
 		if (c->id == NULL || c->cancelled || !json_equal(c->id, rid))
 			continue;
 		/*
-		 * gbrd has no way to stop one tool call: it finishes there
-		 * and is recorded in the session; we only stop waiting.
+		 * The client will never read the reply. gbrd is asked to give
+		 * up too (tool.cancel): a pending approval is withdrawn, a
+		 * running command stopped. A call that already finished stays
+		 * done and recorded; its reply is dropped here.
 		 */
 		c->cancelled = 1;
 		if (m->verbose || c->approval != NULL)
 			mcp_log("call %s cancelled by the client%s%s", c->tool !=
 			    NULL ? c->tool : "tools/list", c->approval != NULL ?
-			    "; still pending in gbrd: approval " : "",
+			    "; withdrawing approval " : "",
 			    c->approval != NULL ? c->approval : "");
+		if (c->kind == MCP_CALL_TOOL && m->session != NULL &&
+		    mcp_daemon_call(m, MCP_CALL_CANCEL, "tool.cancel",
+		    json_pack("{s:s, s:s}", "session", m->session,
+		    "request_id", c->rid), &kind, &why) == NULL) {
+			mcp_log("cannot ask gbrd to cancel %s: %s", c->rid, why);
+			free(why);
+		}
 		return;
 	}
 }
@@ -1275,6 +1288,12 @@ mcp_daemon_reply(struct mcp *m, json_t *msg)
 		else
 			mcp_result(m, c->id, json_pack("{s:O}", "tools",
 			    json_object_get(res, "tools")));
+		break;
+	case MCP_CALL_CANCEL:
+		if (m->verbose)
+			mcp_log("tool.cancel: %s", json_is_true(json_object_get(
+			    json_object_get(msg, "result"), "cancelled")) ?
+			    "cancelled" : "nothing in flight");
 		break;
 	case MCP_CALL_SESSION:
 		m->refreshing = 0;

@@ -156,3 +156,29 @@ method_tool_call(struct request *req, json_t *params)
 		free(tr);
 	}
 }
+
+/*
+ * tool.cancel {session, request_id}: the caller gives up on a tool.call it
+ * made with that request_id. A pending approval is withdrawn, a running
+ * command is stopped; the tool.call itself still gets its one reply (kind
+ * cancelled, or the real result if the tool had finished). A call already
+ * done is not undone: cancelled is false then.
+ */
+void
+method_tool_cancel(struct request *req, json_t *params)
+{
+	static const char *const keys[] = { "session", "request_id", NULL };
+	const char	*key = NULL, *rid = NULL;
+
+	if (params_only(req, params, keys) != 0 ||
+	    params_string(req, params, "session", 1, &key) != 0 ||
+	    params_string(req, params, "request_id", 1, &rid) != 0)
+		return;
+	if (session_find(key) == NULL) {
+		request_error(req, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s}",
+		    "session", key), "no open session '%s'", key);
+		return;
+	}
+	request_reply(req, json_pack("{s:b}", "cancelled",
+	    toolcall_cancel_request(key, rid)));
+}

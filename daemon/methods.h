@@ -38,6 +38,7 @@ void	method_session_history(struct request *, json_t *);
 int	method_tool_init(char **cause);
 void	method_tool_list(struct request *, json_t *);
 void	method_tool_call(struct request *, json_t *);
+void	method_tool_cancel(struct request *, json_t *);
 
 /* method-approval.c */
 void	method_approval_list(struct request *, json_t *);

@@ -1098,6 +1098,26 @@ toolcall_cancel(struct toolcall *c)
 		tool_run_cancel(c->run);
 }
 
+/* Gives up on the call in flight with a request_id (see toolcall.h). */
+int
+toolcall_cancel_request(const char *session, const char *request_id)
+{
+	struct toolcall	*c;
+	struct session	*s;
+
+	if ((s = session_find(session)) == NULL)
+		return 0;
+	TAILQ_FOREACH(c, &tc_calls, entry) {
+		if (c->rid == NULL || c->state == TC_DONE || c->cancelled ||
+		    strcmp(c->rid, request_id) != 0 ||
+		    strcmp(c->session, session_id(s)) != 0)
+			continue;
+		toolcall_cancel(c);
+		return 1;
+	}
+	return 0;
+}
+
 /* The call's id. */
 const char *
 toolcall_call_id(const struct toolcall *c)

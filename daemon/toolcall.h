@@ -161,6 +161,13 @@ int		 toolcall_start(const char *session, const char *tool,
  * finished).
  */
 void		 toolcall_cancel(struct toolcall *);
+/*
+ * Gives up on the call in flight in session with this request_id, as
+ * toolcall_cancel. Returns 1 if there was one, 0 if none is in flight
+ * (never asked, or already done: a finished call is not undone).
+ */
+int		 toolcall_cancel_request(const char *session,
+		    const char *request_id);
 /* The call's id (borrowed, valid until cb returns). */
 const char	*toolcall_call_id(const struct toolcall *);
 /* The id of the approval the call waits for (borrowed), or NULL. */

@@ -863,3 +863,29 @@ def test_apply_rechecks_deny_rules(daemon, ws):
     assert answer(c, rid)["error"]["data"]["kind"] == "permission_denied"
     assert approvals(daemon, id=a["id"])[0]["state"] == "failed"
     os.chmod(os.path.join(ws, "gleam.toml"), 0o644)
+
+
+def test_tool_cancel_withdraws_and_reports(daemon, ws):
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": ".gbr_envs/x.ini",
+                                        "content": "[env]\n"},
+                 request_id="cancel-me")
+    other = daemon.conn()
+    r = other.call("tool.cancel", {"session": sid, "request_id": "cancel-me"})
+    assert r["result"] == {"cancelled": True}, r
+    # The caller still gets its one reply: cancelled, and nothing written.
+    m = answer(c, rid)
+    assert m["error"]["data"]["kind"] == "cancelled", m
+    assert not os.path.exists(os.path.join(ws, ".gbr_envs", "x.ini"))
+    (b,) = [x for x in approvals(daemon, session=sid, all=True)
+            if x["id"] == a["id"]]
+    assert b["state"] == "withdrawn", b
+    # Nothing in flight now: false; a finished call is not undone.
+    r = other.call("tool.cancel", {"session": sid, "request_id": "cancel-me"})
+    assert r["result"] == {"cancelled": False}, r
+    r = other.call("tool.cancel", {"session": sid, "request_id": "never"})
+    assert r["result"] == {"cancelled": False}, r
+    r = other.call("tool.cancel", {"session": "nope", "request_id": "x"})
+    assert r["error"]["data"]["kind"] == "session_not_found", r
+    r = other.call("tool.cancel", {"session": sid})
+    assert r["error"]["data"]["kind"] == "invalid_params", r

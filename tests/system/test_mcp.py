@@ -625,26 +625,64 @@ def test_raw_write_bigger_than_gbrd_takes(raw, ws):
 def test_raw_cancelled_call_gets_no_reply(raw, daemon, ws):
     r = raw()
     r.init()
-    r.request("tools/call", {"name": "run_command", "arguments": {"argv": ["sleep", "1"]},
+    r.request("tools/call", {"name": "run_command", "arguments": {"argv": ["sleep", "60"]},
                              "_meta": {"progressToken": "tok"}}, rid="slow")
+    sid = session_of(daemon, ws)
+    # The command is running in gbrd before the client gives up on it.
+    deadline = time.time() + 30
+    while not any(m["role"] == "assistant" and m.get("tool") == "run_command"
+                  for m in daemon.conn().call("session.history", {"session": sid})
+                  ["result"]["messages"]):
+        assert time.time() < deadline
+        time.sleep(0.05)
     r.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": "slow", "reason": "changed my mind"}})
     assert r.call("ping")["result"] == {}
-    sid = session_of(daemon, ws)
-    # Wait until gbrd has recorded the command's result; a read sent after
-    # that is answered after gbrd's reply to the cancelled call.
+    # gbrd was asked to give up (tool.cancel): the 60 s command is stopped
+    # and its result recorded long before it would have ended.
     deadline = time.time() + 30
     while True:
         h = daemon.conn().call("session.history", {"session": sid})["result"]["messages"]
-        if any(m["role"] == "tool" and m["tool"] == "run_command" for m in h):
+        done = [m for m in h if m["role"] == "tool" and m["tool"] == "run_command"]
+        if done:
             break
         assert time.time() < deadline
         time.sleep(0.05)
+    assert done[0]["ok"] is False and done[0]["error"]["kind"] == "cancelled", done
+    # A read sent now is answered after gbrd's reply to the cancelled call.
     assert r.tool("read_file", path="hello.txt")["isError"] is False
     assert r.call("ping")["result"] == {}
     assert not [m for m in r.msgs if m.get("id") == "slow"], r.msgs
     # No progress for a cancelled call either.
     assert not [m for m in r.msgs if m.get("method") == "notifications/progress"]
+
+
+def test_raw_cancelled_approval_is_withdrawn(raw, daemon, ws):
+    r = raw()
+    r.init()
+    assert r.tool("read_file", path="hello.txt")["isError"] is False
+    sid = session_of(daemon, ws)
+    r.request("tools/call", {"name": "write_file", "arguments": {
+        "path": ".gbr_envs/never.ini", "content": "[env]\n"}}, rid="w")
+    deadline = time.time() + 15
+    while not pending_approvals(daemon, sid):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    (a,) = pending_approvals(daemon, sid)
+    r.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": "w"}})
+    assert r.call("ping")["result"] == {}
+    deadline = time.time() + 15
+    while pending_approvals(daemon, sid):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    got = daemon.conn().call("approval.list", {"session": sid, "all": True})
+    (b,) = [x for x in got["result"]["approvals"] if x["id"] == a["id"]]
+    assert b["state"] == "withdrawn", b
+    # Approving it now is refused; nothing was written.
+    assert daemon.ctl("approve", a["id"]).returncode != 0
+    assert not os.path.exists(os.path.join(ws, ".gbr_envs", "never.ini"))
+    assert not [m for m in r.msgs if m.get("id") == "w"], r.msgs
 
 
 def test_raw_stdin_eof_exits_promptly(raw):
