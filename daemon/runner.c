@@ -6,6 +6,23 @@
  * to call its done callback and free it). A job is only ever freed from
  * that event, never from one of its own callbacks.
  *
+ * Two ways to start a child. Direct: posix_spawn of gbr-exec, which sets
+ * the run up and execs the target (and, with namespaces, clones an init
+ * that clones the target). Fork server: one gbr-exec -S started at
+ * runner_init (see gbr-exec.c, "Server mode"), which gets each run over a
+ * socket with its descriptors and clones the run's init itself, so a run
+ * costs no exec of gbr-exec; it is used for runs with namespaces only
+ * (only there does a dead server take its runs along), once it has
+ * started and passed a probe run. A job the server takes is not our
+ * child: its end is the server's DONE (group killed, init reaped), its
+ * signals go through KILL, and if the server dies (its socket closes, or
+ * its pidfd fires) each of its jobs fails with internal_error and another
+ * server is started, at most RN_FS_DEATHS times in RN_FS_WINDOW_MS; after
+ * that, and whenever the server cannot take a run (a request too big for
+ * the socket, a full socket, FAILED for want of resources or namespaces),
+ * the run goes direct. A server that has not ended a run RN_FS_KILL_WAIT
+ * seconds after its SIGKILL is killed.
+ *
  * Bounds: each job keeps at most max_output bytes of output, reads at most
  * RN_READ_BURST chunks per wakeup per stream (so one flooding child cannot
  * starve the loop), keeps at most RN_STATUS_MAX bytes from gbr-exec's
@@ -16,7 +33,9 @@
 
 #include <sys/types.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <dirent.h>
@@ -41,6 +60,7 @@
 
 #include <event2/event.h>
 
+#include "gbr-exec.h"
 #include "log.h"
 #include "runner.h"
 #include "xmalloc.h"
@@ -54,6 +74,11 @@
 #define RN_ENV_MAX	1024		/* environment entries */
 #define RN_PATHS_MAX	48		/* -r, -w or -R paths given to gbr-exec */
 #define RN_STATUS_FD	3		/* where gbr-exec finds the status pipe */
+#define RN_FS_DEATHS	5		/* fork server deaths in the window ... */
+#define RN_FS_WINDOW_MS	60000		/* ... after which runs go direct */
+#define RN_FS_KILL_WAIT	5		/* seconds after SIGKILL, then it is stuck */
+#define RN_FS_PROBE_MS	5000		/* the start-up probe through the server */
+#define RN_FS_READ_BURST 256		/* messages per wakeup */
 
 /* A growable NULL-terminated vector of owned strings. */
 struct rn_strv {
@@ -105,9 +130,29 @@ struct runner_job {
 	int			 failed;
 	enum gbr_err		 kind;
 	char			*reason;
+
+	int			 ns;		/* asked for namespaces */
+	struct rn_fs		*fs;		/* the fork server running it */
+	uint64_t		 fs_id;
+	unsigned		 fs_kills;	/* timer rounds since SIGKILL */
 };
 
 TAILQ_HEAD(rn_list, runner_job);
+
+/* One fork server process (see the top). */
+struct rn_fs {
+	TAILQ_ENTRY(rn_fs)	 entry;		/* on rn.fs_dying once lost */
+	pid_t			 pid;
+	int			 pidfd;
+	int			 ctl;
+	struct event		*ev_ctl, *ev_pid;
+	int			 ready;		/* READY came */
+	int			 shared_vm;
+	int			 lost;
+	int			 reaped;
+};
+
+TAILQ_HEAD(rn_fs_list, rn_fs);
 
 static struct {
 	struct event_base	*base;
@@ -131,11 +176,29 @@ static struct {
 	char			 probe_nproc[32];
 	char			*probe_error;
 	int			 dumpable_off;
+	/* The fork server. */
+	enum runner_spawn	 spawn;
+	struct rn_fs		*fs;		/* the one in use, or NULL */
+	struct rn_fs_list	 fs_dying;	/* lost, not yet reaped */
+	uint64_t		 fs_next_id;
+	unsigned		 fs_starts;
+	uint64_t		 fs_fallbacks;	/* runs it could not take */
+	int64_t			 fs_deaths[RN_FS_DEATHS];
+	unsigned		 fs_ndeaths;
+	int			 fs_given_up;
+	char			*fs_why;	/* why runs go direct */
+	int			 devnull;	/* stdin of server runs without input */
 } rn;
 
 extern char	**environ;
 
 static void	rn_finish(struct runner_job *);
+static void	rn_reaped(struct runner_job *);
+static int	rn_spawn_direct(struct runner_job *);
+static void	rn_fs_lost(struct rn_fs *, const char *);
+static void	rn_fs_reap_dying(void);
+static int	rn_fs_start(void);
+static void	rn_fs_kill(struct runner_job *, int);
 static void	rn_pump(void);
 static void	rn_event_free(struct event **);
 static void	rn_close(int *);
@@ -356,6 +419,7 @@ rn_apply(const struct runner_config *cfg)
 	rn.grace_ms = cfg->grace_ms > 0 ? cfg->grace_ms : 2000;
 	rn.landlock = cfg->landlock;
 	rn.namespaces = cfg->namespaces;
+	rn.spawn = cfg->spawn;
 	if (rn.ns_broken && rn.namespaces == RUNNER_AUTO)
 		rn.namespaces = RUNNER_OFF;
 	if (rn.ll_broken && rn.landlock == RUNNER_AUTO)
@@ -381,10 +445,18 @@ rn_sigchld(evutil_socket_t sig, short what, void *arg)
 	struct runner_job	*j, *next;
 	siginfo_t		 si;
 
+	/* The fork server is our child too: has it ended? */
+	if (rn.fs != NULL && rn.fs->pidfd == -1) {
+		memset(&si, 0, sizeof si);
+		if (waitid(P_PID, (id_t)rn.fs->pid, &si,
+		    WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == rn.fs->pid)
+			rn_fs_lost(rn.fs, "exited");
+	}
+	rn_fs_reap_dying();
 	for (j = TAILQ_FIRST(&rn.running); j != NULL; j = next) {
 		next = TAILQ_NEXT(j, entry);
-		if (j->exited)
-			continue;
+		if (j->exited || j->fs != NULL)
+			continue;	/* the server's jobs are not our children */
 		memset(&si, 0, sizeof si);
 		/* WNOWAIT: the zombie keeps the group id ours until the kill. */
 		if (waitid(P_PID, (id_t)j->pid, &si,
@@ -434,6 +506,8 @@ rn_deliver(evutil_socket_t fd, short what, void *arg)
 	int			 have_status = 0, err = 0, init_sig = 0;
 	int			 have_setup;
 
+	/* Fork servers that were lost and have ended since. */
+	rn_fs_reap_dying();
 	/* Queued jobs take the free slots before done callbacks start more. */
 	rn_pump();
 	while ((j = TAILQ_FIRST(&rn.finished)) != NULL) {
@@ -574,11 +648,14 @@ rn_kill(struct runner_job *j, int sig)
 {
 	/*
 	 * Only while the child is unreaped: its zombie keeps the group id
-	 * from being reused by anyone else.
+	 * from being reused by anyone else. The fork server does the same
+	 * with the runs it holds.
 	 */
-	if (j->reaped || j->pid <= 0)
+	if (j->reaped || (j->pid <= 0 && j->fs == NULL))
 		return;
-	if (kill(-j->pid, sig) != 0 && errno == ESRCH)
+	if (j->fs != NULL)
+		rn_fs_kill(j, sig);
+	else if (kill(-j->pid, sig) != 0 && errno == ESRCH)
 		(void)kill(j->pid, sig);
 	if (sig == SIGKILL)
 		j->kill_sent = 1;
@@ -652,11 +729,13 @@ rn_output(struct runner_job *j, enum runner_stream s, const char *p, size_t n)
 
 /*
  * Reads a pipe: up to burst chunks, or to EAGAIN if burst is 0 and at most
- * max bytes. Returns 1 at end of file or error (the fd is then closed).
+ * max bytes. Returns 1 at end of file or error (the fd is then closed,
+ * after its event, if given, is stopped: closed first, the event's
+ * removal would fail).
  */
 static int
-rn_read(struct runner_job *j, int *fd, enum runner_stream s, int burst,
-    size_t max)
+rn_read(struct runner_job *j, int *fd, struct event *ev, enum runner_stream s,
+    int burst, size_t max)
 {
 	char	buf[RN_CHUNK];
 	ssize_t	n;
@@ -672,6 +751,7 @@ rn_read(struct runner_job *j, int *fd, enum runner_stream s, int burst,
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
 		if (n <= 0) {
+			rn_event_stop(ev);
 			rn_close(fd);
 			return 1;
 		}
@@ -687,13 +767,12 @@ rn_on_output(evutil_socket_t fd, short what, void *arg)
 {
 	struct runner_job	*j = arg;
 
-	if (fd == j->fd_out) {
-		if (rn_read(j, &j->fd_out, RUNNER_STDOUT, RN_READ_BURST, 0))
-			rn_event_stop(j->ev_out);
-	} else if (fd == j->fd_err) {
-		if (rn_read(j, &j->fd_err, RUNNER_STDERR, RN_READ_BURST, 0))
-			rn_event_stop(j->ev_err);
-	}
+	if (fd == j->fd_out)
+		(void)rn_read(j, &j->fd_out, j->ev_out, RUNNER_STDOUT,
+		    RN_READ_BURST, 0);
+	else if (fd == j->fd_err)
+		(void)rn_read(j, &j->fd_err, j->ev_err, RUNNER_STDERR,
+		    RN_READ_BURST, 0);
 }
 
 /* Reads the status pipe into the job's status buffer. */
@@ -714,6 +793,7 @@ rn_read_status(struct runner_job *j)
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
 		if (n <= 0) {
+			rn_event_stop(j->ev_st);
 			rn_close(&j->fd_st);
 			return 1;
 		}
@@ -722,14 +802,39 @@ rn_read_status(struct runner_job *j)
 	}
 }
 
+/* True if the status holds a whole line equal to line. */
+static int
+rn_status_has(const struct runner_job *j, const char *line)
+{
+	size_t	n = strlen(line), i;
+
+	for (i = 0; i + n <= j->st_len; i++)
+		if ((i == 0 || j->st[i - 1] == '\n') &&
+		    memcmp(j->st + i, line, n) == 0 &&
+		    (i + n == j->st_len || j->st[i + n] == '\n'))
+			return 1;
+	return 0;
+}
+
 /* The status pipe is readable. */
 static void
 rn_on_status(evutil_socket_t fd, short what, void *arg)
 {
 	struct runner_job	*j = arg;
 
-	if (rn_read_status(j))
-		rn_event_stop(j->ev_st);
+	if (!rn_read_status(j))
+		return;
+	/*
+	 * A fork server's run whose init said "end" and closed the pipe is
+	 * over (see gbr-exec.c, "Status"): nothing of it is left but the init
+	 * on its way out, and its DONE, which can wait for the namespaces'
+	 * teardown, is not needed.
+	 */
+	if (j->fs != NULL && j->state == RN_RUNNING && rn_status_has(j, "end")) {
+		j->reaped = 1;
+		j->wstatus = 0;
+		rn_reaped(j);
+	}
 }
 
 /* stdin can take more of the input. */
@@ -786,6 +891,13 @@ rn_on_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	/* The grace is over: nothing in the group may ignore this. */
+	if (j->fs != NULL && j->kill_sent && ++j->fs_kills > RN_FS_KILL_WAIT &&
+	    !j->fs->lost) {
+		/* The server does not end the run: it goes, the run with it. */
+		log_warn("runner: the fork server has not ended '%s' %d s "
+		    "after SIGKILL; killing it", j->argv0, RN_FS_KILL_WAIT);
+		(void)kill(j->fs->pid, SIGKILL);
+	}
 	rn_kill(j, SIGKILL);
 	tv.tv_sec = 1;
 	tv.tv_usec = 0;
@@ -823,20 +935,33 @@ rn_finish(struct runner_job *j)
 		j->reaped = 1;
 		j->wstatus = 0;
 	}
+	rn_reaped(j);
+}
+
+/*
+ * The job's child is reaped (or, for the fork server's jobs, the server
+ * said so, or is gone): take what is left in the pipes, and finish.
+ */
+static void
+rn_reaped(struct runner_job *j)
+{
+	j->exited = 1;
 	TAILQ_REMOVE(&rn.running, j, entry);
 	rn.nrunning--;
 	/* Whatever the child wrote before it ended is in the pipes now. */
-	if (j->fd_out != -1)
-		(void)rn_read(j, &j->fd_out, RUNNER_STDOUT, 0, RN_DRAIN_MAX);
-	if (j->fd_err != -1)
-		(void)rn_read(j, &j->fd_err, RUNNER_STDERR, 0, RN_DRAIN_MAX);
-	if (j->fd_st != -1)
-		(void)rn_read_status(j);
 	rn_event_stop(j->ev_out);
 	rn_event_stop(j->ev_err);
 	rn_event_stop(j->ev_in);
 	rn_event_stop(j->ev_st);
 	rn_event_stop(j->ev_pid);
+	if (j->fd_out != -1)
+		(void)rn_read(j, &j->fd_out, NULL, RUNNER_STDOUT, 0,
+		    RN_DRAIN_MAX);
+	if (j->fd_err != -1)
+		(void)rn_read(j, &j->fd_err, NULL, RUNNER_STDERR, 0,
+		    RN_DRAIN_MAX);
+	if (j->fd_st != -1)
+		(void)rn_read_status(j);
 	rn_close(&j->fd_out);
 	rn_close(&j->fd_err);
 	rn_close(&j->fd_in);
@@ -899,16 +1024,60 @@ rn_watch_sigchld(void)
 }
 
 /*
- * Spawns a job's child. Returns 0, or -1 with the job's kind and reason
+ * A job's child has been started, with these pipe ends (fd_in -1 without
+ * input): the job runs, its pipes are watched and its timeout is set.
+ */
+static void
+rn_running(struct runner_job *j, int fd_out, int fd_err, int fd_st, int fd_in)
+{
+	struct timeval	tv;
+
+	j->t_start = rn_now();
+	j->fd_out = fd_out;
+	j->fd_err = fd_err;
+	j->fd_st = fd_st;
+	j->fd_in = fd_in;
+	(void)rn_nonblock(j->fd_out);
+	(void)rn_nonblock(j->fd_err);
+	(void)rn_nonblock(j->fd_st);
+	j->state = RN_RUNNING;
+	TAILQ_INSERT_TAIL(&rn.running, j, entry);
+	rn.nrunning++;
+
+	j->ev_out = event_new(rn.base, j->fd_out, EV_READ | EV_PERSIST,
+	    rn_on_output, j);
+	j->ev_err = event_new(rn.base, j->fd_err, EV_READ | EV_PERSIST,
+	    rn_on_output, j);
+	j->ev_st = event_new(rn.base, j->fd_st, EV_READ | EV_PERSIST,
+	    rn_on_status, j);
+	if (j->ev_out == NULL || j->ev_err == NULL || j->ev_st == NULL)
+		fatalx("runner: cannot create events");
+	event_add(j->ev_out, NULL);
+	event_add(j->ev_err, NULL);
+	event_add(j->ev_st, NULL);
+	if (j->fd_in != -1) {
+		(void)rn_nonblock(j->fd_in);
+		j->ev_in = event_new(rn.base, j->fd_in, EV_WRITE | EV_PERSIST,
+		    rn_on_input, j);
+		if (j->ev_in == NULL)
+			fatalx("runner: cannot create events");
+		event_add(j->ev_in, NULL);
+	}
+	tv.tv_sec = j->limits.timeout_ms / 1000;
+	tv.tv_usec = (j->limits.timeout_ms % 1000) * 1000;
+	evtimer_add(j->ev_timer, &tv);
+}
+
+/*
+ * Spawns a job's gbr-exec. Returns 0, or -1 with the job's kind and reason
  * set (nothing is left open).
  */
 static int
-rn_spawn(struct runner_job *j)
+rn_spawn_direct(struct runner_job *j)
 {
 	posix_spawn_file_actions_t	 fa;
 	posix_spawnattr_t		 at;
 	sigset_t			 none, all;
-	struct timeval			 tv;
 	int				 po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int				 ps[2] = { -1, -1 }, pi[2] = { -1, -1 };
 	int				 r;
@@ -948,43 +1117,12 @@ rn_spawn(struct runner_job *j)
 	posix_spawnattr_destroy(&at);
 	if (r != 0)
 		goto fail;
-	j->t_start = rn_now();
 	close(po[1]);
 	close(pe[1]);
 	close(ps[1]);
-	j->fd_out = po[0];
-	j->fd_err = pe[0];
-	j->fd_st = ps[0];
-	if (j->input != NULL) {
+	if (j->input != NULL)
 		close(pi[0]);
-		j->fd_in = pi[1];
-	}
-	(void)rn_nonblock(j->fd_out);
-	(void)rn_nonblock(j->fd_err);
-	(void)rn_nonblock(j->fd_st);
-	j->state = RN_RUNNING;
-	TAILQ_INSERT_TAIL(&rn.running, j, entry);
-	rn.nrunning++;
-
-	j->ev_out = event_new(rn.base, j->fd_out, EV_READ | EV_PERSIST,
-	    rn_on_output, j);
-	j->ev_err = event_new(rn.base, j->fd_err, EV_READ | EV_PERSIST,
-	    rn_on_output, j);
-	j->ev_st = event_new(rn.base, j->fd_st, EV_READ | EV_PERSIST,
-	    rn_on_status, j);
-	if (j->ev_out == NULL || j->ev_err == NULL || j->ev_st == NULL)
-		fatalx("runner: cannot create events");
-	event_add(j->ev_out, NULL);
-	event_add(j->ev_err, NULL);
-	event_add(j->ev_st, NULL);
-	if (j->fd_in != -1) {
-		(void)rn_nonblock(j->fd_in);
-		j->ev_in = event_new(rn.base, j->fd_in, EV_WRITE | EV_PERSIST,
-		    rn_on_input, j);
-		if (j->ev_in == NULL)
-			fatalx("runner: cannot create events");
-		event_add(j->ev_in, NULL);
-	}
+	rn_running(j, po[0], pe[0], ps[0], j->input != NULL ? pi[1] : -1);
 	if ((j->pidfd = rn_pidfd_open(j->pid)) != -1) {
 		j->ev_pid = event_new(rn.base, j->pidfd, EV_READ, rn_on_pidfd, j);
 		if (j->ev_pid == NULL)
@@ -996,9 +1134,6 @@ rn_spawn(struct runner_job *j)
 		/* It may have ended before the watch began: look, later. */
 		event_active(rn.ev_sigchld, EV_SIGNAL, 1);
 	}
-	tv.tv_sec = j->limits.timeout_ms / 1000;
-	tv.tv_usec = (j->limits.timeout_ms % 1000) * 1000;
-	evtimer_add(j->ev_timer, &tv);
 	return 0;
 
 fail:
@@ -1015,6 +1150,645 @@ fail:
 	j->reason = xasprintf("cannot start %s for '%s': %s", rn.exec_path,
 	    j->argv0, strerror(r));
 	return -1;
+}
+
+/* True if the fork server may take this job now. */
+static int
+rn_fs_usable(const struct runner_job *j)
+{
+	return rn.fs != NULL && !rn.fs->lost && rn.spawn == RUNNER_SPAWN_AUTO &&
+	    j->ns && rn.probe_ns;
+}
+
+/*
+ * Sends a RUN: gbr-exec's argv without argv[0], the environment, and the
+ * four descriptors. Returns 0 or an errno (nothing was sent).
+ */
+static int
+rn_fs_send_run(struct rn_fs *s, uint64_t id, const struct rn_strv *argv,
+    const struct rn_strv *envp, const int *fds)
+{
+	union {
+		struct cmsghdr	h;
+		char		b[CMSG_SPACE(sizeof(int) * GE_MSG_FDS)];
+	}		 cm;
+	struct ge_msg	 m;
+	struct msghdr	 mh;
+	struct iovec	 iov[2];
+	size_t		 len = 0, i, n;
+	char		*body, *p;
+	ssize_t		 r;
+
+	for (i = 1; i < argv->n; i++)
+		len += strlen(argv->v[i]) + 1;
+	for (i = 0; i < envp->n; i++)
+		len += strlen(envp->v[i]) + 1;
+	if (argv->n < 2 || argv->n - 1 > GE_MSG_ARGC_MAX ||
+	    envp->n > GE_MSG_ENVC_MAX || len > GE_MSG_MAX - sizeof m)
+		return EMSGSIZE;
+	p = body = xmalloc(len);
+	for (i = 1; i < argv->n; i++) {
+		n = strlen(argv->v[i]) + 1;
+		memcpy(p, argv->v[i], n);
+		p += n;
+	}
+	for (i = 0; i < envp->n; i++) {
+		n = strlen(envp->v[i]) + 1;
+		memcpy(p, envp->v[i], n);
+		p += n;
+	}
+	memset(&m, 0, sizeof m);
+	m.magic = GE_MSG_MAGIC;
+	m.type = GE_MSG_RUN;
+	m.job = id;
+	m.argc = (uint32_t)(argv->n - 1);
+	m.envc = (uint32_t)envp->n;
+	iov[0].iov_base = &m;
+	iov[0].iov_len = sizeof m;
+	iov[1].iov_base = body;
+	iov[1].iov_len = len;
+	memset(&mh, 0, sizeof mh);
+	memset(&cm, 0, sizeof cm);
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 2;
+	mh.msg_control = cm.b;
+	mh.msg_controllen = sizeof cm.b;
+	cm.h.cmsg_level = SOL_SOCKET;
+	cm.h.cmsg_type = SCM_RIGHTS;
+	cm.h.cmsg_len = CMSG_LEN(sizeof(int) * GE_MSG_FDS);
+	memcpy(CMSG_DATA(&cm.h), fds, sizeof(int) * GE_MSG_FDS);
+	do {
+		r = sendmsg(s->ctl, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (r == -1 && errno == EINTR);
+	free(body);
+	if (r == -1)
+		return errno;
+	return (size_t)r == sizeof m + len ? 0 : EIO;
+}
+
+/*
+ * Hands a job to the fork server. Returns 0 if it was sent, or -1 if the
+ * job should go direct (nothing is left open).
+ */
+static int
+rn_fs_spawn(struct runner_job *j)
+{
+	int	po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	int	ps[2] = { -1, -1 }, pi[2] = { -1, -1 };
+	int	fds[GE_MSG_FDS], e;
+
+	if (!rn_fs_usable(j))
+		return -1;
+	if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0 ||
+	    pipe2(ps, O_CLOEXEC) != 0 ||
+	    (j->input != NULL && pipe2(pi, O_CLOEXEC) != 0)) {
+		e = errno;
+		goto fail;
+	}
+	fds[0] = j->input != NULL ? pi[0] : rn.devnull;
+	fds[1] = po[1];
+	fds[2] = pe[1];
+	fds[3] = ps[1];
+	j->fs_id = ++rn.fs_next_id;
+	if ((e = rn_fs_send_run(rn.fs, j->fs_id, &j->argv, &j->envp,
+	    fds)) != 0)
+		goto fail;
+	close(po[1]);
+	close(pe[1]);
+	close(ps[1]);
+	if (j->input != NULL)
+		close(pi[0]);
+	j->fs = rn.fs;
+	j->pid = 0;	/* the server's child: its pid is the server's business */
+	rn_running(j, po[0], pe[0], ps[0], j->input != NULL ? pi[1] : -1);
+	return 0;
+
+fail:
+	rn_close(&po[0]);
+	rn_close(&po[1]);
+	rn_close(&pe[0]);
+	rn_close(&pe[1]);
+	rn_close(&ps[0]);
+	rn_close(&ps[1]);
+	rn_close(&pi[0]);
+	rn_close(&pi[1]);
+	/* A full socket or a big request goes direct; a broken one is lost. */
+	rn.fs_fallbacks++;
+	if (e == EPIPE || e == ECONNRESET || e == ENOTCONN || e == EBADF)
+		rn_fs_lost(rn.fs, "stopped taking runs");
+	else if (e != EAGAIN && e != EWOULDBLOCK && e != EMSGSIZE &&
+	    e != ENOBUFS && e != ENOMEM && e != EMFILE && e != ENFILE)
+		log_warn("runner: cannot hand '%s' to the fork server: %s",
+		    j->argv0, strerror(e));
+	return -1;
+}
+
+/* Starts a job: through the fork server where it can, else directly. */
+static int
+rn_spawn(struct runner_job *j)
+{
+	if (rn_fs_spawn(j) == 0)
+		return 0;
+	return rn_spawn_direct(j);
+}
+
+/* Sends KILL for a job; a server that cannot take it is killed. */
+static void
+rn_fs_kill(struct runner_job *j, int sig)
+{
+	struct ge_msg	m;
+	ssize_t		r;
+
+	if (j->fs->lost)
+		return;
+	memset(&m, 0, sizeof m);
+	m.magic = GE_MSG_MAGIC;
+	m.type = GE_MSG_KILL;
+	m.job = j->fs_id;
+	m.arg = sig;
+	do {
+		r = send(j->fs->ctl, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (r == -1 && errno == EINTR);
+	if (r != (ssize_t)sizeof m) {
+		/* A signal must never be lost: its runs go with it. */
+		log_warn("runner: cannot signal the fork server (%s); killing it",
+		    r == -1 ? strerror(errno) : "short write");
+		(void)kill(j->fs->pid, SIGKILL);
+	}
+}
+
+/* The running job the server calls id, or NULL. */
+static struct runner_job *
+rn_fs_job(struct rn_fs *s, uint64_t id)
+{
+	struct runner_job	*j;
+
+	TAILQ_FOREACH(j, &rn.running, entry)
+		if (j->fs == s && j->fs_id == id)
+			return j;
+	return NULL;
+}
+
+/*
+ * The server did not start a job (nothing ran): a malformed request fails
+ * it, anything else sends it direct.
+ */
+static void
+rn_fs_failed(struct runner_job *j, int kind, int err)
+{
+	if (kind == GE_FAIL_REQUEST || j->cancelled) {
+		if (!j->cancelled) {
+			j->failed = 1;
+			j->kind = GBR_ERR_INTERNAL;
+			j->reason = xasprintf("the fork server refused to run "
+			    "'%s' (%s)", j->argv0, strerror(err));
+		}
+		rn_reaped(j);
+		return;
+	}
+	log_debug("runner: the fork server cannot run '%s' (%s); direct",
+	    j->argv0, strerror(err));
+	rn.fs_fallbacks++;
+	TAILQ_REMOVE(&rn.running, j, entry);
+	rn.nrunning--;
+	rn_event_free(&j->ev_out);
+	rn_event_free(&j->ev_err);
+	rn_event_free(&j->ev_in);
+	rn_event_free(&j->ev_st);
+	rn_close(&j->fd_out);
+	rn_close(&j->fd_err);
+	rn_close(&j->fd_in);
+	rn_close(&j->fd_st);
+	j->fs = NULL;
+	j->pid = -1;
+	j->input_off = 0;
+	j->st_len = 0;
+	if (rn_spawn_direct(j) != 0) {
+		j->failed = 1;
+		rn_to_finished(j);
+	}
+}
+
+/* Handles one message from the server. */
+static void
+rn_fs_message(struct rn_fs *s, const struct ge_msg *m)
+{
+	struct runner_job	*j = NULL;
+
+	if (m->type != GE_MSG_READY && (j = rn_fs_job(s, m->job)) == NULL)
+		return;	/* a job already finished (cancelled, then DONE) */
+	switch (m->type) {
+	case GE_MSG_READY:
+		s->ready = 1;
+		s->shared_vm = (m->arg & GE_READY_SHARED_VM) != 0;
+		break;
+	case GE_MSG_FAILED:
+		rn_fs_failed(j, m->kind, m->arg);
+		break;
+	case GE_MSG_DONE:
+		j->wstatus = m->arg;
+		j->reaped = 1;
+		rn_reaped(j);
+		break;
+	}
+}
+
+/* The server's socket is readable: its messages, or its end. */
+static void
+rn_fs_on_ctl(evutil_socket_t fd, short what, void *arg)
+{
+	struct rn_fs	*s = arg;
+	struct ge_msg	 m;
+	ssize_t		 n;
+	int		 k;
+
+	for (k = 0; k < RN_FS_READ_BURST && !s->lost; k++) {
+		n = recv(s->ctl, &m, sizeof m, MSG_DONTWAIT | MSG_TRUNC);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			rn_fs_lost(s, n == 0 ? "closed its socket" :
+			    "broke its socket");
+			return;
+		}
+		if ((size_t)n != sizeof m || m.magic != GE_MSG_MAGIC) {
+			log_warn("runner: a malformed message from the fork "
+			    "server; killing it");
+			(void)kill(s->pid, SIGKILL);
+			return;
+		}
+		rn_fs_message(s, &m);
+	}
+}
+
+/* The server's pidfd is readable: it has ended. */
+static void
+rn_fs_on_pidfd(evutil_socket_t fd, short what, void *arg)
+{
+	struct rn_fs	*s = arg;
+	struct timeval	 tv = { 0, 0 };
+
+	if (!s->lost)
+		rn_fs_lost(s, "exited");
+	/* Reaped (and freed) from the deliver event, not from here. */
+	event_add(rn.ev_deliver, &tv);
+}
+
+/* Frees a server's state (never from one of its own events). */
+static void
+rn_fs_free(struct rn_fs *s)
+{
+	rn_event_free(&s->ev_ctl);
+	rn_event_free(&s->ev_pid);
+	rn_close(&s->ctl);
+	rn_close(&s->pidfd);
+	free(s);
+}
+
+/* Reaps the lost servers that have ended, and frees them. */
+static void
+rn_fs_reap_dying(void)
+{
+	struct rn_fs	*s, *next;
+	pid_t		 r;
+	int		 st;
+
+	for (s = TAILQ_FIRST(&rn.fs_dying); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		do {
+			r = waitpid(s->pid, &st, WNOHANG);
+		} while (r == -1 && errno == EINTR);
+		if (r == 0)
+			continue;	/* not yet: its pidfd or SIGCHLD says when */
+		TAILQ_REMOVE(&rn.fs_dying, s, entry);
+		rn_fs_free(s);
+	}
+}
+
+/*
+ * A server is gone (or must go): it is killed, each of its jobs fails, and
+ * another is started unless it died too often.
+ */
+static void
+rn_fs_lost(struct rn_fs *s, const char *why)
+{
+	struct runner_job	*j, *next;
+	struct timeval		 tv = { 0, 0 };
+	int64_t			 now = rn_now();
+	unsigned		 i, recent;
+
+	if (s->lost)
+		return;
+	s->lost = 1;
+	log_warn("runner: the fork server (pid %ld) %s", (long)s->pid, why);
+	if (rn.fs == s)
+		rn.fs = NULL;
+	/* Its pidfd event stays: it says when the process is there to reap. */
+	event_del(s->ev_ctl);
+	(void)kill(s->pid, SIGKILL);	/* unreaped: the pid is still its */
+	TAILQ_INSERT_TAIL(&rn.fs_dying, s, entry);
+	/* Its inits died with it (death signal), and their namespaces. */
+	for (j = TAILQ_FIRST(&rn.running); j != NULL; j = next) {
+		next = TAILQ_NEXT(j, entry);
+		if (j->fs != s)
+			continue;
+		j->failed = 1;
+		j->kind = GBR_ERR_INTERNAL;
+		free(j->reason);
+		j->reason = xasprintf("the runner's fork server ended during "
+		    "the run of '%s' (it is restarted; the command may have "
+		    "partly run)", j->argv0);
+		j->fs = NULL;
+		rn_reaped(j);
+	}
+	rn.fs_deaths[rn.fs_ndeaths++ % RN_FS_DEATHS] = now;
+	for (i = recent = 0; i < RN_FS_DEATHS && i < rn.fs_ndeaths; i++)
+		if (now - rn.fs_deaths[i] < RN_FS_WINDOW_MS)
+			recent++;
+	if (recent >= RN_FS_DEATHS) {
+		rn.fs_given_up = 1;
+		free(rn.fs_why);
+		rn.fs_why = xasprintf("the fork server died %u times within %d "
+		    "s", recent, RN_FS_WINDOW_MS / 1000);
+		log_warn("runner: %s; runs go direct from now on", rn.fs_why);
+	} else if (!rn.fs_given_up && rn.spawn == RUNNER_SPAWN_AUTO)
+		(void)rn_fs_start();
+	event_add(rn.ev_deliver, &tv);
+}
+
+/*
+ * Starts a fork server (not waiting for it: its READY comes through the
+ * loop, and runs sent before it queue in the socket). Returns 0, or -1
+ * with rn.fs_why set.
+ */
+static int
+rn_fs_start(void)
+{
+	static const char *const pass[] = {
+		"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+		"GBR_FAULT_FILE",	/* tests (gbr-exec.c, ge_sv_fault) */
+	};
+	posix_spawn_file_actions_t	 fa;
+	posix_spawnattr_t		 at;
+	struct rn_fs			*s;
+	sigset_t			 none, all;
+	char				 ppid[32], *argv[7], *envp[6];
+	const char			*v;
+	size_t				 i, ne = 0;
+	pid_t				 pid;
+	int				 sp[2], r, size = (int)GE_MSG_MAX;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
+		free(rn.fs_why);
+		rn.fs_why = xasprintf("socketpair: %s", strerror(errno));
+		return -1;
+	}
+	/* Big requests fit where the system allows; others go direct. */
+	(void)setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+	(void)rn_nonblock(sp[0]);
+	snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
+	argv[0] = rn.exec_path;
+	argv[1] = (char *)"-S";
+	argv[2] = (char *)"-s";
+	argv[3] = (char *)"3";
+	argv[4] = (char *)"-p";
+	argv[5] = ppid;
+	argv[6] = NULL;
+	/* Nothing of ours but the sweep's mark (and the sanitizers'). */
+	if (rn.instance != NULL)
+		envp[ne++] = rn.instance;
+	for (i = 0; i < sizeof pass / sizeof pass[0]; i++)
+		if ((v = getenv(pass[i])) != NULL)
+			envp[ne++] = xasprintf("%s=%s", pass[i], v);
+	envp[ne] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, sp[1], 3);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
+	    POSIX_SPAWN_SETSIGDEF |
+#ifdef POSIX_SPAWN_SETSID
+	    POSIX_SPAWN_SETSID
+#else
+	    POSIX_SPAWN_SETPGROUP
+#endif
+	    );
+	r = posix_spawn(&pid, rn.exec_path, &fa, &at, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	for (i = rn.instance != NULL ? 1 : 0; i < ne; i++)
+		free(envp[i]);
+	close(sp[1]);
+	if (r != 0) {
+		close(sp[0]);
+		free(rn.fs_why);
+		rn.fs_why = xasprintf("cannot start %s -S: %s", rn.exec_path,
+		    strerror(r));
+		return -1;
+	}
+	s = xcalloc(1, sizeof *s);
+	s->pid = pid;
+	s->ctl = sp[0];
+	s->pidfd = rn_pidfd_open(pid);
+	s->ev_ctl = event_new(rn.base, s->ctl, EV_READ | EV_PERSIST,
+	    rn_fs_on_ctl, s);
+	if (s->ev_ctl == NULL)
+		fatalx("runner: cannot create events");
+	event_add(s->ev_ctl, NULL);
+	if (s->pidfd != -1) {
+		s->ev_pid = event_new(rn.base, s->pidfd, EV_READ,
+		    rn_fs_on_pidfd, s);
+		if (s->ev_pid == NULL)
+			fatalx("runner: cannot create events");
+		event_add(s->ev_pid, NULL);
+	} else if (rn_watch_sigchld() != 0)
+		fatalx("runner: cannot watch SIGCHLD");
+	rn.fs = s;
+	rn.fs_starts++;
+	return 0;
+}
+
+/*
+ * Reads one message from a server, waiting at most until deadline (start
+ * only). Returns 1 with *m, 0 on timeout, -1 if the server is gone.
+ */
+static int
+rn_fs_wait(struct rn_fs *s, struct ge_msg *m, int64_t deadline)
+{
+	struct pollfd	pfd;
+	ssize_t		n;
+	int64_t		left;
+
+	for (;;) {
+		n = recv(s->ctl, m, sizeof *m, MSG_DONTWAIT | MSG_TRUNC);
+		if (n == (ssize_t)sizeof *m && m->magic == GE_MSG_MAGIC)
+			return 1;
+		if (n == 0 || (n == -1 && errno != EAGAIN &&
+		    errno != EWOULDBLOCK && errno != EINTR))
+			return -1;
+		if (n > 0)
+			return -1;	/* malformed */
+		if ((left = deadline - rn_now()) <= 0)
+			return 0;
+		pfd.fd = s->ctl;
+		pfd.events = POLLIN;
+		(void)poll(&pfd, 1, (int)left);
+	}
+}
+
+/*
+ * At start: runs the probe (gbr-exec -T) through the new server, which must
+ * report what the direct probe reported. Blocking, at most RN_FS_PROBE_MS.
+ * Returns 0, or -1 with rn.fs_why set (the caller stops the server).
+ */
+static int
+rn_fs_probe(struct rn_fs *s)
+{
+	struct rn_strv	 av, ev;
+	struct ge_msg	 m;
+	struct pollfd	 pfds[2];
+	char		 buf[RN_STATUS_MAX + 1], nproc[32], *nl;
+	size_t		 len = 0;
+	ssize_t		 n;
+	int64_t		 deadline = rn_now() + RN_FS_PROBE_MS, left;
+	int		 p[2], fds[GE_MSG_FDS], out, e, r, done = 0;
+	int		 ns, userns, ll, caps, hidden, ro;
+
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		rn.fs_why = xasprintf("pipe: %s", strerror(errno));
+		return -1;
+	}
+	if ((out = open("/dev/null", O_WRONLY | O_CLOEXEC)) == -1) {
+		rn.fs_why = xasprintf("/dev/null: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	memset(&av, 0, sizeof av);
+	memset(&ev, 0, sizeof ev);
+	rn_strv_add(&av, rn.exec_path);
+	rn_strv_add(&av, "-T");
+	rn_strv_add(&av, "-l");
+	rn_strv_add(&av, rn_mode_name(rn.landlock));
+	rn_strv_add(&av, "-N");
+	rn_strv_add(&av, rn_mode_name(rn.namespaces));
+	rn_strv_num(&av, "-n", 64);
+	rn_strv_add(&av, "-w");
+	rn_strv_add(&av, "/tmp");
+	rn_strv_add(&av, "--");
+	rn_strv_add(&av, "true");
+	rn_strv_add(&ev, "PATH=/usr/bin:/bin");
+	fds[0] = rn.devnull;
+	fds[1] = fds[2] = out;
+	fds[3] = p[1];
+	e = rn_fs_send_run(s, 0, &av, &ev, fds);
+	rn_strv_free(&av);
+	rn_strv_free(&ev);
+	close(out);
+	close(p[1]);
+	if (e != 0) {
+		close(p[0]);
+		rn.fs_why = xasprintf("cannot send it a run: %s", strerror(e));
+		return -1;
+	}
+	/*
+	 * READY, then the status pipe to its end (the init closes it); FAILED
+	 * says nothing ran, DONE that the init ended badly.
+	 */
+	pfds[0].fd = s->ctl;
+	pfds[0].events = POLLIN;
+	pfds[1].fd = p[0];
+	pfds[1].events = POLLIN;
+	while (!done && (left = deadline - rn_now()) > 0 &&
+	    poll(pfds, 2, (int)left) > 0) {
+		if (pfds[0].revents != 0) {
+			if ((r = rn_fs_wait(s, &m, rn_now())) < 0) {
+				close(p[0]);
+				rn.fs_why = xstrdup("it ended at once (see the log)");
+				return -1;
+			}
+			if (r == 1 && m.type == GE_MSG_READY) {
+				s->ready = 1;
+				s->shared_vm = (m.arg & GE_READY_SHARED_VM) != 0;
+			} else if (r == 1 && m.job == 0 &&
+			    m.type == GE_MSG_FAILED) {
+				close(p[0]);
+				rn.fs_why = xasprintf("it cannot start a run: %s",
+				    strerror(m.arg));
+				return -1;
+			}
+		}
+		if (pfds[1].revents != 0) {
+			n = read(p[0], buf + len, sizeof buf - 1 - len);
+			if (n > 0 && len + (size_t)n < sizeof buf - 1)
+				len += (size_t)n;
+			else
+				done = 1;
+		}
+	}
+	close(p[0]);
+	buf[len] = '\0';
+	if (!done) {
+		rn.fs_why = xstrdup("no answer in time");
+		return -1;
+	}
+	if ((nl = strchr(buf, '\n')) != NULL)
+		*nl = '\0';
+	if (rn_parse_setup(buf, &ns, &userns, &ll, &caps, nproc, sizeof nproc,
+	    &hidden, &ro) != 0 || ns != rn.probe_ns ||
+	    userns != rn.probe_userns || caps != rn.probe_caps ||
+	    strcmp(nproc, rn.probe_nproc) != 0) {
+		rn.fs_why = xasprintf("its probe run differs from a direct one "
+		    "(\"%s\")", len > 0 ? buf : "no report");
+		return -1;
+	}
+	return 0;
+}
+
+/* At start: the fork server, where it applies. */
+static void
+rn_fs_init(void)
+{
+	free(rn.fs_why);
+	rn.fs_why = NULL;
+	if (rn.spawn != RUNNER_SPAWN_AUTO || rn.namespaces == RUNNER_OFF ||
+	    !rn.probe_ns)
+		return;
+	if (rn_fs_start() != 0 || rn_fs_probe(rn.fs) != 0) {
+		log_warn("runner: the fork server does not work here (%s); "
+		    "runs go direct", rn.fs_why);
+		rn.fs_given_up = 1;
+		if (rn.fs != NULL) {
+			(void)kill(rn.fs->pid, SIGKILL);
+			rn.fs->lost = 1;
+			event_del(rn.fs->ev_ctl);
+			TAILQ_INSERT_TAIL(&rn.fs_dying, rn.fs, entry);
+			rn.fs = NULL;
+		}
+		return;
+	}
+	log_debug("runner: fork server pid %ld (%s memory)", (long)rn.fs->pid,
+	    rn.fs->shared_vm ? "shared" : "copied");
+}
+
+/* Why runs go direct now (static or rn.fs_why), or NULL if they do not. */
+static const char *
+rn_fs_why_direct(void)
+{
+	if (rn.spawn != RUNNER_SPAWN_AUTO)
+		return "fork_server = off in gbrd.conf";
+	if (rn.namespaces == RUNNER_OFF || !rn.probe_ns)
+		return "no namespaces here (a run must die with its server)";
+	if (rn.fs != NULL)
+		return NULL;
+	return rn.fs_why != NULL ? rn.fs_why : "the fork server is not running";
 }
 
 /* Jobs running now for a key. */
@@ -1098,6 +1872,7 @@ rn_build_argv(struct runner_job *j, const struct runner_opts *o,
 	}
 	rn_strv_add(&j->argv, "-N");
 	rn_strv_add(&j->argv, rn_mode_name(rn.namespaces));
+	j->ns = rn.namespaces != RUNNER_OFF;
 	for (i = 0; i < rn.hide.n; i++) {
 		rn_strv_add(&j->argv, "-x");
 		rn_strv_add(&j->argv, rn.hide.v[i]);
@@ -1273,6 +2048,11 @@ runner_init(struct event_base *base, const struct runner_config *cfg,
 	TAILQ_INIT(&rn.queued);
 	TAILQ_INIT(&rn.running);
 	TAILQ_INIT(&rn.finished);
+	TAILQ_INIT(&rn.fs_dying);
+	if ((rn.devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) == -1) {
+		*cause = xasprintf("/dev/null: %s", strerror(errno));
+		return -1;
+	}
 	rn_apply(cfg);
 	rn_set_hide(cfg);
 	if ((rn.ev_deliver = evtimer_new(base, rn_deliver, NULL)) == NULL) {
@@ -1353,6 +2133,7 @@ runner_init(struct event_base *base, const struct runner_config *cfg,
 		return -1;
 	}
 	rn.ready = 1;
+	rn_fs_init();
 	return 0;
 }
 
@@ -1441,6 +2222,11 @@ runner_reconfigure(const struct runner_config *cfg)
 		    "here; keeping '%s'", rn_mode_name(ns));
 		rn.namespaces = ns;
 	}
+	/* Turned on again (or namespaces are): a server, if none runs. */
+	if (rn.ready && rn.fs == NULL && !rn.fs_given_up &&
+	    rn.spawn == RUNNER_SPAWN_AUTO && rn.namespaces != RUNNER_OFF &&
+	    rn.probe_ns && rn_fs_start() != 0)
+		log_warn("runner: no fork server (%s)", rn.fs_why);
 	rn_pump();
 }
 
@@ -1454,23 +2240,45 @@ runner_shutdown(void)
 	size_t			 i;
 	int			 tries, st;
 
+	struct rn_fs		*s;
+
 	TAILQ_FOREACH(j, &rn.running, entry)
-		rn_kill(j, SIGKILL);
+		if (j->fs == NULL)
+			rn_kill(j, SIGKILL);
+	/* The server's runs die with it (their inits' death signal). */
+	if ((s = rn.fs) != NULL) {
+		rn.fs = NULL;
+		s->lost = 1;
+		(void)kill(s->pid, SIGKILL);
+		TAILQ_INSERT_TAIL(&rn.fs_dying, s, entry);
+	}
 	/* SIGKILLed children end at once, unless stuck in the kernel. */
 	for (tries = 0; tries < 100; tries++) {
 		int	left = 0;
 
 		TAILQ_FOREACH(j, &rn.running, entry) {
-			if (j->reaped)
+			if (j->reaped || j->fs != NULL)
 				continue;
 			if (waitpid(j->pid, &st, WNOHANG) != 0)
 				j->reaped = 1;
 			else
 				left++;
 		}
+		TAILQ_FOREACH(s, &rn.fs_dying, entry) {
+			if (s->reaped)
+				continue;
+			if (waitpid(s->pid, &st, WNOHANG) != 0)
+				s->reaped = 1;
+			else
+				left++;
+		}
 		if (left == 0)
 			break;
 		usleep(10000);
+	}
+	while ((s = TAILQ_FIRST(&rn.fs_dying)) != NULL) {
+		TAILQ_REMOVE(&rn.fs_dying, s, entry);
+		rn_fs_free(s);
 	}
 	for (i = 0; i < sizeof lists / sizeof lists[0]; i++) {
 		while ((j = TAILQ_FIRST(lists[i])) != NULL) {
@@ -1485,6 +2293,8 @@ runner_shutdown(void)
 	free(rn.exec_path);
 	free(rn.probe_error);
 	free(rn.instance);
+	free(rn.fs_why);
+	rn_close(&rn.devnull);
 	memset(&rn, 0, sizeof rn);
 }
 
@@ -1560,9 +2370,25 @@ runner_status_json(void)
 		"max_per_session", (json_int_t)rn.max_per_key,
 	    "grace_ms", rn.grace_ms);
 	json_object_set_new(o, "env_scrubbed", json_true());
+	json_object_set_new(o, "spawn", json_string(rn.ready &&
+	    rn_fs_why_direct() == NULL ? "forkserver" : "direct"));
+	json_object_set_new(o, "spawn_why_direct", rn_fs_why_direct() != NULL ?
+	    json_string(rn_fs_why_direct()) : json_null());
+	json_object_set_new(o, "fork_server", rn.fs == NULL ? json_null() :
+	    json_pack("{s:I, s:b, s:I, s:I}", "pid", (json_int_t)rn.fs->pid,
+	    "shared_memory", rn.fs->shared_vm,
+	    "restarts", (json_int_t)(rn.fs_starts > 0 ? rn.fs_starts - 1 : 0),
+	    "direct_fallbacks", (json_int_t)rn.fs_fallbacks));
 	json_object_set_new(o, "reaping", json_string(rn.use_pidfd ?
 	    "pidfd" : "sigchld"));
 	return o;
+}
+
+/* The fork server's pid. */
+long
+runner_fork_server_pid(void)
+{
+	return rn.fs != NULL ? (long)rn.fs->pid : -1;
 }
 
 /* Test-only switch. */

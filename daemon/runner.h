@@ -6,7 +6,11 @@
  * trampoline gbr-exec, which applies what posix_spawn cannot (rlimits,
  * PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, Landlock, namespaces, dropping
  * root's capabilities) and then runs the target: see the comment at the top
- * of gbr-exec.c. Each job leads its own session and process group; stdin is
+ * of gbr-exec.c. Where namespaces hold, a job goes instead to gbr-exec's
+ * fork server (started once, by runner_init), which applies the same setup
+ * without an exec of gbr-exec per run; runner.c says how its death is
+ * handled, and daemon.status says which way is in use (runner.spawn:
+ * "forkserver" or "direct"). Each job leads its own process group; stdin is
  * /dev/null or the given input, written through the loop; stdout and stderr
  * are non-blocking pipes drained by libevent, both at once. A job's end is
  * seen through a pidfd where the kernel has one, else through SIGCHLD (an
@@ -60,6 +64,12 @@ enum runner_stream {
 	RUNNER_STDERR = 2,
 };
 
+/* How children are started (gbrd.conf [exec] fork_server = auto|off). */
+enum runner_spawn {
+	RUNNER_SPAWN_AUTO = 0,	/* the fork server where it works, else direct */
+	RUNNER_SPAWN_DIRECT,	/* posix_spawn of gbr-exec for every job */
+};
+
 /* Daemon-wide settings (runner_init copies what it needs). */
 struct runner_config {
 	const char	*exec_path;	/* gbr-exec; NULL: $GBR_EXEC, beside us, libexec */
@@ -72,6 +82,7 @@ struct runner_config {
 	const char *const *hide;	/* files hidden from every job (gbrd's socket) */
 	size_t		 nhide;
 	const char	*instance;	/* marks children for runner_sweep; NULL: none */
+	enum runner_spawn spawn;
 };
 
 /* Limits of one job; 0 means "none" except where said. */
@@ -177,7 +188,10 @@ int		 runner_start(const struct runner_opts *, runner_output_cb,
  */
 void		 runner_cancel(struct runner_job *);
 
-/* The pid of the job's direct child (gbr-exec), or -1 while queued. */
+/*
+ * The pid of the job's direct child (gbr-exec, or the fork server's init
+ * of the run), -1 while queued, 0 until the fork server has said.
+ */
 long		 runner_job_pid(const struct runner_job *);
 
 /* Jobs running and queued now. */
@@ -189,6 +203,8 @@ int		 runner_landlock_abi(void);
 json_t		*runner_status_json(void);
 /* The gbr-exec in use (borrowed), or NULL before runner_init. */
 const char	*runner_exec_path(void);
+/* The fork server's pid, or -1 when runs go direct. */
+long		 runner_fork_server_pid(void);
 /* "SIGKILL" for 9, etc.; "SIG<n>" for one without a name (static buffer). */
 const char	*runner_signal_name(int);
 

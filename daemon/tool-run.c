@@ -1217,6 +1217,8 @@ tr_runner_config(const struct config *cfg, struct runner_config *rc,
 	rc->grace_ms = (int)cfg->exec_grace_ms;
 	rc->landlock = (enum runner_mode)cfg->exec_landlock;
 	rc->namespaces = (enum runner_mode)cfg->exec_namespaces;
+	rc->spawn = cfg->exec_fork_server ? RUNNER_SPAWN_AUTO :
+	    RUNNER_SPAWN_DIRECT;
 	rc->hide = hide;
 	rc->nhide = nhide;
 }

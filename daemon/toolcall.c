@@ -49,6 +49,8 @@
 #define TC_WAITERS_MAX		16	/* askers of one call (resends) */
 #define TC_COMMAND_MAX		(16 * 1024)	/* bytes of a command shown */
 #define TC_SESSION_LEN		64
+#define TC_STREAM_BYTES		(1024 * 1024)	/* tool.output bytes per call */
+#define TC_STREAM_EVENTS	4096	/* tool.output events per call */
 
 enum tc_state {
 	TC_RUNNING,		/* the tool runs, or its result is being written */
@@ -84,6 +86,9 @@ struct toolcall {
 	struct tc_waiter	*waiters;
 	unsigned		 nwaiters;
 	struct tool_run		*run;		/* a run tool in flight */
+	uint64_t		 streamed;	/* tool.output: bytes, events */
+	unsigned		 nstreamed;
+	int			 stream_cut;	/* the last one said truncated */
 	char			*grant;		/* the grant that let it through */
 	int			 edited;	/* a human's content was written */
 	int			 cancelled;
@@ -507,6 +512,41 @@ tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
 	json_decref(r);
 }
 
+/*
+ * A run tool's output while it runs: a live tool.output event to the
+ * session's attached clients (never logged or replayed: the tool.result
+ * has it all), at most TC_STREAM_BYTES and TC_STREAM_EVENTS per call;
+ * the one that would pass either carries no output and truncated: true.
+ */
+static void
+tc_tool_output(void *arg, json_t *chunk)
+{
+	struct toolcall	*c = arg;
+	struct session	*s;
+	json_t		*f, *v;
+	size_t		 len;
+
+	if (c->stream_cut || (s = session_find(c->session)) == NULL)
+		return;
+	if ((v = json_object_get(chunk, "text")) == NULL)
+		v = json_object_get(chunk, "data");
+	len = json_string_length(v);
+	f = json_deep_copy(chunk);
+	if (c->streamed + len > TC_STREAM_BYTES ||
+	    c->nstreamed + 1 >= TC_STREAM_EVENTS) {
+		c->stream_cut = 1;
+		json_object_del(f, "data");
+		json_object_del(f, "encoding");
+		json_object_set_new(f, "text", json_string(""));
+	}
+	c->streamed += len;
+	c->nstreamed++;
+	json_object_set_new(f, "truncated", json_boolean(c->stream_cut));
+	json_object_set_new(f, "call_id", json_string(c->call_id));
+	json_object_set_new(f, "tool", json_string(c->tool));
+	(void)session_live(s, "tool.output", f);
+}
+
 /* Runs a tool now (approved: a human or a grant said yes). */
 static void
 tc_run(struct toolcall *c, const char *tool, json_t *args, int approved)
@@ -552,8 +592,8 @@ tc_run(struct toolcall *c, const char *tool, json_t *args, int approved)
 		rc.env = env;
 		rc.session = c->session;
 		rc.approved = approved;
-		r = tool_run_call(&rc, tool, args, NULL, tc_tool_done, c,
-		    &c->run, &kind, &reason, &data);
+		r = tool_run_call(&rc, tool, args, tc_tool_output, tc_tool_done,
+		    c, &c->run, &kind, &reason, &data);
 	} else {
 		memset(&ctx, 0, sizeof ctx);
 		ctx.sandbox = sb;

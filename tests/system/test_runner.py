@@ -645,3 +645,336 @@ def test_gbrd_children_die_with_the_daemon(daemon):
     assert len(alive(m)) == 2
     daemon.kill9()
     assert wait_gone(m), "children outlived gbrd: %s" % alive(m)
+
+
+# The fork server (gbr-exec -S): where namespaces hold, runs start through
+# it; the tests below attack its failure modes, and check that the direct
+# path (fork_server = off, or a run the server cannot take) still holds.
+
+def fork_server_of(driver_pid, timeout=15.0):
+    """The pid of a driver's fork server (its gbr-exec -S child)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        out = subprocess.run(["pgrep", "-P", str(driver_pid), "-f", "gbr-exec -S"],
+                             capture_output=True, text=True).stdout.split()
+        if out:
+            return int(out[0])
+        time.sleep(0.05)
+    raise AssertionError("no fork server under pid %d" % driver_pid)
+
+
+def is_gone(pid):
+    """True if no live process has this pid (a zombie counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def test_status_says_which_spawn_is_in_use(rn):
+    st = rn.status()
+    if st["mount_namespace"] and st["pid_namespace"]:
+        assert st["spawn"] == "forkserver", st
+        assert st["spawn_why_direct"] is None
+        assert st["fork_server"]["pid"] > 1 and st["fork_server"]["restarts"] == 0
+        assert st["fork_server"]["direct_fallbacks"] == 0
+    else:
+        assert st["spawn"] == "direct" and st["spawn_why_direct"], st
+    rn.config("[exec]\nfork_server = off\n")
+    st = rn.status()
+    assert st["spawn"] == "direct" and "fork_server" in st["spawn_why_direct"], st
+    assert st["fork_server"] is None
+    rn.config("[exec]\nfork_server = require\n")
+    p = subprocess.run(rn.argv("run_command", {"argv": ["true"]}), capture_output=True,
+                       text=True, env=rn.env, timeout=60)
+    assert p.returncode == 1 and "fork_server" in p.stderr
+
+
+def needs_fork_server(rn):
+    st = rn.status()
+    if st["spawn"] != "forkserver":
+        pytest.skip("runs go direct here: %s" % st["spawn_why_direct"])
+
+
+def test_fork_server_killed_mid_run(rn):
+    needs_fork_server(rn)
+    # One slot: the second call waits, then runs on the restarted server.
+    rn.config("[exec]\nmax_children = 1\nmax_queued = 8\n")
+    m = marker()
+    flag = "flag-%s" % uuid.uuid4().hex[:8]  # in the workspace: writable
+    code = ("if [ -e %s ]; then echo second; exit 0; fi; touch %s; "
+            "setsid sleep %s & sleep %s" % (flag, flag, m, m))
+    p = subprocess.Popen(rn.argv("run_script", sh(code, 60000), n=2),
+                         stdout=subprocess.PIPE, text=True, env=rn.env)
+    try:
+        server = fork_server_of(p.pid)
+        deadline = time.time() + 15
+        while len(alive(m)) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(alive(m)) == 2
+        t0 = time.time()
+        os.kill(server, signal.SIGKILL)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert time.time() - t0 < 30, "the run hung after its server died"
+    lines = [json.loads(l) for l in out.splitlines()]
+    resps = {l["call"]: l["response"] for l in lines if "call" in l}
+    assert kind(resps[0]) == "internal_error", resps[0]
+    assert "fork server" in resps[0]["error"]["message"]
+    assert result(resps[1])["stdout"] == "second\n", "the next run failed"
+    assert wait_gone(m), "the run outlived its server: %s" % alive(m)
+    st = [l for l in lines if "done" in l][0]["status"]
+    assert st["spawn"] == "forkserver" and st["fork_server"]["restarts"] == 1, st
+    assert st["fork_server"]["pid"] != server
+
+
+def test_stuck_fork_server_is_killed_and_the_run_ends(rn):
+    needs_fork_server(rn)
+    rn.config("[exec]\ngrace_ms = 100\n")
+    m = marker()
+    p = subprocess.Popen(rn.argv("run_script", sh("sleep %s" % m, 300)),
+                         stdout=subprocess.PIPE, text=True, env=rn.env)
+    server = None
+    try:
+        server = fork_server_of(p.pid)
+        deadline = time.time() + 15
+        while not alive(m) and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(server, signal.SIGSTOP)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if server is not None and not is_gone(server):
+            os.kill(server, signal.SIGKILL)
+    resp = [json.loads(l)["response"] for l in out.splitlines() if '"call"' in l][0]
+    assert kind(resp) == "internal_error", resp
+    assert wait_gone(m)
+
+
+def test_the_runner_dying_takes_its_fork_server_along(rn):
+    needs_fork_server(rn)
+    m = marker()
+    p = subprocess.Popen(rn.argv("run_script", sh(
+        "setsid sleep %s & (trap '' TERM HUP; sleep %s) & sleep %s" % (m, m, m), 60000)),
+        stdout=subprocess.PIPE, env=rn.env)
+    server = fork_server_of(p.pid)
+    deadline = time.time() + 15
+    while len(alive(m)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(alive(m)) == 3
+    p.kill()
+    p.wait()
+    assert wait_gone(m), "children outlived the runner: %s" % alive(m)
+    deadline = time.time() + 15
+    while not is_gone(server) and time.time() < deadline:
+        time.sleep(0.05)
+    assert is_gone(server), "the fork server outlived the runner"
+
+
+def test_runs_the_fork_server_cannot_take_go_direct(rn):
+    needs_fork_server(rn)
+    # Small runs go through the server (no pid until it says); a request
+    # bigger than its socket takes (SO_SNDBUF: twice wmem_max, at most
+    # 16 MiB) goes direct (a pid at once), and both run alike.
+    lines = rn.run_lines("run_command", {"argv": ["true"]})
+    assert [l["pid"] for l in lines if "started" in l] == [0]
+    with open("/proc/sys/net/core/wmem_max") as f:
+        sndbuf = 2 * min(int(f.read()), 8 << 20)
+    big = ["x" * 100000] * 8
+    lines = rn.run_lines("run_command", {"argv": ["sh", "-c", 'echo "$#" "${#1}"', "sh"] + big})
+    pid = [l for l in lines if "started" in l][0]["pid"]
+    if sndbuf < 700000:
+        assert pid > 0, "a request too big for the socket did not go direct"
+    elif sndbuf > 1 << 20:
+        assert pid == 0, "a request the socket takes went direct"
+    r = result([l["response"] for l in lines if "call" in l][0])
+    assert r["stdout"] == "8 100000\n" and r["sandbox"]["namespaces"]
+
+
+def test_a_run_the_fork_server_refuses_goes_direct(rn):
+    needs_fork_server(rn)
+    rn.config("[exec]\nmax_children = 1\nmax_queued = 8\n")
+    fault = os.path.join(rn.tmp, "faults")
+    env = dict(rn.env, GBR_FAULT_FILE=fault)
+    # The first call waits while the test arms the fault (the server has
+    # passed its start-up probe by then); the server refuses the next two,
+    # which still run, direct, with their input.
+    code = ("import os, sys, time\n"
+            "if not os.path.exists('first'):\n"
+            "    open('first', 'w').close()\n"
+            "    while not os.path.exists('go'): time.sleep(0.02)\n"
+            "print(sys.stdin.read().upper())\n")
+    p = subprocess.Popen(rn.argv("run_script", {"language": "python", "stdin": "abc\n",
+                                                "code": code}, n=3),
+                         stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(rn.ws, "first")) and time.time() < deadline:
+            time.sleep(0.02)
+        with open(fault, "w") as f:
+            f.write("exec.clone EAGAIN\n")
+        open(os.path.join(rn.ws, "go"), "w").close()
+        out, _ = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    lines = [json.loads(l) for l in out.splitlines()]
+    assert [l["pid"] for l in lines if "started" in l] == [0, -1, -1]
+    resps = [l["response"] for l in lines if "call" in l]
+    assert len(resps) == 3
+    for resp in resps:
+        r = result(resp)
+        assert r["stdout"] == "ABC\n\n" and r["sandbox"]["namespaces"], r
+    st = [l for l in lines if "done" in l][0]["status"]
+    assert st["spawn"] == "forkserver" and st["fork_server"]["restarts"] == 0
+    assert st["fork_server"]["direct_fallbacks"] == 2, st["fork_server"]
+
+
+def test_a_fork_server_that_cannot_start_leaves_runs_direct(rn):
+    needs_fork_server(rn)
+    fault = os.path.join(rn.tmp, "faults")
+    with open(fault, "w") as f:
+        f.write("exec.server EIO\n")
+    env = dict(rn.env, GBR_FAULT_FILE=fault)
+    lines = rn.run_lines("run_command", {"argv": ["sh", "-c", "echo ok"]}, env=env)
+    st = [l for l in lines if "done" in l][0]["status"]
+    assert st["spawn"] == "direct" and st["spawn_why_direct"], st
+    assert st["fork_server"] is None
+    r = result([l["response"] for l in lines if "call" in l][0])
+    assert r["stdout"] == "ok\n" and r["sandbox"]["namespaces"]
+    assert [l["pid"] for l in lines if "started" in l][0] > 0
+
+
+@pytest.mark.parametrize("fork_server", ["auto", "off"])
+def test_root_child_has_no_capabilities(rn, fork_server):
+    if os.getuid() != 0:
+        pytest.skip("only root's children have capabilities to lose")
+    rn.config("[exec]\nfork_server = %s\n" % fork_server)
+    code = "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status"
+    r = result(rn.run_tool("run_script", sh(code)))
+    fields = dict(l.split(":\t") for l in r["stdout"].splitlines())
+    assert len(fields) == 6, r["stdout"]
+    for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[k], 16) == 0, (fork_server, k, fields[k])
+    assert fields["NoNewPrivs"] == "1"
+    assert r["sandbox"]["capabilities_dropped"]
+
+
+def test_direct_spawn_still_holds(rn):
+    rn.config("[exec]\nfork_server = off\ngrace_ms = 200\n")
+    assert rn.status()["spawn"] == "direct"
+    r = result(rn.run_tool("run_script", sh("echo out; echo err >&2; exit 7")))
+    assert r["exit_code"] == 7 and r["stdout"] == "out\n" and r["stderr"] == "err\n"
+    m = marker()
+    resp = rn.run_tool("run_script", sh(
+        "trap '' TERM; (trap '' TERM; exec sleep %s) & while :; do :; done" % m, 500))
+    assert kind(resp) == "timeout" and resp["error"]["data"]["signal"] == "SIGKILL"
+    assert wait_gone(m)
+    m = marker()
+    r = result(rn.run_tool("run_script", sh("setsid sleep %s & echo done" % m)))
+    assert r["stdout"] == "done\n"
+    assert wait_gone(m)
+    resp = rn.run_tool("run_command", {"argv": ["no-such-program-gbr"]})
+    assert kind(resp) == "command_not_found"
+
+
+def test_gbrd_fork_server_killed_mid_run(daemon):
+    st = daemon.ctl_json("status")["security"]["runner"]
+    if st["spawn"] != "forkserver":
+        pytest.skip("runs go direct here: %s" % st["spawn_why_direct"])
+    server = st["fork_server"]["pid"]
+    c, sid, _ = gbrd_session(daemon)
+    m = marker()
+    rid = c.request("tool.call", {"session": sid, "tool": "run_script", "args": {
+        "language": "sh", "code": "sleep %s" % m, "timeout_ms": 60000}})
+    deadline = time.time() + 15
+    while not alive(m) and time.time() < deadline:
+        time.sleep(0.05)
+    assert alive(m)
+    os.kill(server, signal.SIGKILL)
+    while True:
+        r = c.recv()
+        if r.get("id") == rid:
+            break
+    assert r["error"]["data"]["kind"] == "internal_error", r
+    assert wait_gone(m)
+    r = gbrd_run(c, sid, ["sh", "-c", "echo again"])
+    assert r["result"]["result"]["stdout"] == "again\n", r
+    st = daemon.ctl_json("status")["security"]["runner"]
+    assert st["spawn"] == "forkserver" and st["fork_server"]["pid"] != server
+    assert st["fork_server"]["restarts"] == 1
+
+
+def test_gbrd_killed_leaves_no_fork_server_or_child(daemon):
+    st = daemon.ctl_json("status")["security"]["runner"]
+    if st["spawn"] != "forkserver":
+        pytest.skip("runs go direct here: %s" % st["spawn_why_direct"])
+    server = st["fork_server"]["pid"]
+    c, sid, _ = gbrd_session(daemon)
+    m = marker()
+    c.request("tool.call", {"session": sid, "tool": "run_script", "args": {
+        "language": "sh", "code": "setsid sleep %s & sleep %s" % (m, m),
+        "timeout_ms": 60000}})
+    deadline = time.time() + 15
+    while len(alive(m)) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(alive(m)) == 2
+    daemon.kill9()
+    assert wait_gone(m), "children outlived gbrd: %s" % alive(m)
+    deadline = time.time() + 15
+    while not is_gone(server) and time.time() < deadline:
+        time.sleep(0.05)
+    assert is_gone(server), "the fork server outlived gbrd"
+
+
+def test_gbrd_output_streams_to_attached_clients(daemon):
+    c, sid, _ = gbrd_session(daemon)
+    watcher = daemon.conn()
+    watcher.call("session.attach", {"session": sid})
+    rid = c.request("tool.call", {"session": sid, "tool": "run_command", "args": {
+        "argv": ["sh", "-c", "echo a; sleep 1; echo b >&2; printf '\\377'"]}})
+    # What the attached client sees, in order, up to the tool.result.
+    seen = []
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        m = watcher.recv()
+        p = m.get("params", {})
+        if m.get("method") == "event" and p.get("type") in ("tool.output", "tool.result"):
+            seen.append(p)
+            if p["type"] == "tool.result":
+                break
+    kinds = [p["type"] for p in seen]
+    assert kinds[-1] == "tool.result" and kinds.count("tool.result") == 1, kinds
+    outs = [p for p in seen if p["type"] == "tool.output"]
+    # "a" came while the child still ran: before the result, from stdout.
+    assert outs and outs[0]["stream"] == "stdout" and outs[0]["text"] == "a\n", outs
+    assert all(p["call_id"] == seen[-1]["call_id"] and p["tool"] == "run_command" and
+               p["truncated"] is False for p in outs), outs
+    assert any(p["stream"] == "stderr" and p.get("text") == "b\n" for p in outs), outs
+    assert any(p.get("encoding") == "base64" and p["data"] == "/w==" for p in outs), outs
+    while True:
+        r = c.recv()
+        if r.get("id") == rid:
+            break
+    assert r["result"]["result"]["stdout"] == "a\n\ufffd" or \
+        r["result"]["result"]["stdout_encoding"] == "base64", r
+    # Live only: a client replaying the session never sees them.
+    late = daemon.conn()
+    late.call("session.attach", {"session": sid, "after_seq": 0})
+    deadline = time.time() + 30
+    replayed = []
+    while time.time() < deadline:
+        m = late.recv()
+        p = m.get("params", {})
+        if m.get("method") == "event":
+            replayed.append(p["type"])
+            if p["type"] == "replay_complete":
+                break
+    assert "tool.result" in replayed and "tool.output" not in replayed, replayed

@@ -309,6 +309,17 @@ test_config(void)
 	    "config: a bad mode refused with its line");
 	free(cause);
 	cause = NULL;
+	c = conf("[exec]\nfork_server = off\n", &cause);
+	CHECK(c != NULL && c->exec_fork_server == 0,
+	    "config: fork_server = off accepted");
+	config_free(c);
+	free(cause);
+	cause = NULL;
+	c = conf("[exec]\nfork_server = require\n", &cause);
+	CHECK(c == NULL && cause != NULL && strstr(cause, "fork_server") != NULL,
+	    "config: fork_server takes only off or auto");
+	free(cause);
+	cause = NULL;
 	c = conf("[exec]\nmax_children = 0\n", &cause);
 	CHECK(c == NULL, "config: max_children 0 refused");
 	free(cause);
@@ -323,7 +334,8 @@ test_config(void)
 	free(cause);
 	c = config_defaults();
 	CHECK(c->exec_landlock == 1 && c->exec_max_children > 0 &&
-	    c->exec_max_timeout_ms > 0, "config: [exec] defaults");
+	    c->exec_max_timeout_ms > 0 && c->exec_fork_server == 1,
+	    "config: [exec] defaults");
 	config_free(c);
 }
 
