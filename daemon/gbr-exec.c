@@ -305,12 +305,14 @@ ge_sys(long n, long a, long b, long c, long d, long e, long f)
 }
 #endif
 
+#ifndef GE_RAW
 /* A libc result as the kernel's: -errno on failure. */
 static inline long GE_CHILD
 ge_ret(long r)
 {
 	return r == -1 ? -errno : r;
 }
+#endif
 
 #ifdef GE_RAW
 #define GE_S0(n)		ge_sys((n), 0, 0, 0, 0, 0, 0)
