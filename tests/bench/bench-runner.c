@@ -686,15 +686,15 @@ enum {
 	W_RPC_F, W__COUNT
 };
 static struct way	 ways[W__COUNT] = {
-	[W_BARE] = { "bare posix_spawn + waitpid (floor)" },
-	[W_OFF] = { "runner, layers off (gbr-exec alone)" },
-	[W_DIRECT] = { "runner, every layer, direct (before)" },
-	[W_FS] = { "runner, every layer, fork server" },
-	[W_TOOL] = { "run_command tool, every layer" },
-	[W_PING] = { "daemon.ping (the protocol round trip)" },
-	[W_RPC_L] = { "tool.call list_directory (no child)" },
-	[W_RPC_D] = { "tool.call, fork_server = off (before)" },
-	[W_RPC_F] = { "tool.call, fork server" },
+	[W_BARE] = { .name = "bare posix_spawn + waitpid (floor)" },
+	[W_OFF] = { .name = "runner, layers off (gbr-exec alone)" },
+	[W_DIRECT] = { .name = "runner, every layer, direct (before)" },
+	[W_FS] = { .name = "runner, every layer, fork server" },
+	[W_TOOL] = { .name = "run_command tool, every layer" },
+	[W_PING] = { .name = "daemon.ping (the protocol round trip)" },
+	[W_RPC_L] = { .name = "tool.call list_directory (no child)" },
+	[W_RPC_D] = { .name = "tool.call, fork_server = off (before)" },
+	[W_RPC_F] = { .name = "tool.call, fork server" },
 };
 
 /* One run of one way; ns, or -1 if it failed. */
