@@ -30,6 +30,7 @@
 #include "client.h"
 #include "ctl.h"
 #include "paths.h"
+#include "render.h"
 #include "xmalloc.h"
 
 #define CTL_EDIT_MAX	(16 * 1024 * 1024)	/* bytes read back from the editor */
@@ -192,102 +193,14 @@ ctl_aconnect(struct ctl *ctl)
 	return 0;
 }
 
-/* Decodes one UTF-8 character; returns its length, or 0 if invalid. */
-static size_t
-ctl_utf8(const unsigned char *s, size_t len, uint32_t *cp)
-{
-	size_t		n, i;
-	uint32_t	c;
-
-	if (s[0] < 0x80) {
-		*cp = s[0];
-		return 1;
-	}
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		n = 2;
-		c = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		n = 3;
-		c = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		n = 4;
-		c = s[0] & 0x07;
-	} else
-		return 0;
-	if (n > len)
-		return 0;
-	for (i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	if ((n == 3 && c < 0x800) || (n == 4 && (c < 0x10000 || c > 0x10ffff)) ||
-	    (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return n;
-}
-
-/* True for the characters that must never reach a terminal as they are. */
-static int
-ctl_unsafe(uint32_t c)
-{
-	return c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f) ||
-	    c == 0x061c || c == 0x200b || c == 0x200c || c == 0x200d ||
-	    c == 0x200e || c == 0x200f || (c >= 0x2028 && c <= 0x202e) ||
-	    (c >= 0x2060 && c <= 0x2069) || c == 0xfeff;
-}
-
-/*
- * Text an agent chose, made safe for a terminal: unsafe characters as
- * \u{XXXX}, invalid UTF-8 as \x{XX}, a backslash as \\; cut at max bytes
- * of input (0: no cut) with "..." said. New string.
- */
-static char *
-ctl_escape(const char *raw, size_t len, size_t max)
-{
-	const unsigned char	*s = (const unsigned char *)raw;
-	size_t			 i = 0, n, o = 0, cap;
-	uint32_t		 cp;
-	char			*out;
-
-	cap = len * 10 + 8;
-	out = xmalloc(cap);
-	while (i < len) {
-		if (max != 0 && i >= max) {
-			memcpy(out + o, "...", 3);
-			o += 3;
-			break;
-		}
-		n = ctl_utf8(s + i, len - i, &cp);
-		if (n == 0) {
-			o += (size_t)snprintf(out + o, cap - o, "\\x{%02X}", s[i]);
-			i++;
-			continue;
-		}
-		if (cp == '\\') {
-			out[o++] = '\\';
-			out[o++] = '\\';
-		} else if (ctl_unsafe(cp))
-			o += (size_t)snprintf(out + o, cap - o, "\\u{%04X}",
-			    (unsigned)cp);
-		else {
-			memcpy(out + o, s + i, n);
-			o += n;
-		}
-		i += n;
-	}
-	out[o] = '\0';
-	return out;
-}
-
 /* A JSON string escaped for a terminal, or "-". New string. */
 static char *
 ctl_escape_json(const json_t *v, size_t max)
 {
 	if (!json_is_string(v))
 		return xstrdup("-");
-	return ctl_escape(json_string_value(v), json_string_length(v), max);
+	return render_escape(json_string_value(v), json_string_length(v),
+	    RENDER_ESC_BACKSLASH | RENDER_ESC_CODES, max);
 }
 
 /* approvals [--session S] [--all] */

@@ -185,6 +185,9 @@ render_escaped(struct render *r, const char *s, size_t len, int flags,
 			n = 1;
 		} else if (cp == '\t' && (flags & RENDER_ESC_TAB))
 			;
+		else if ((flags & RENDER_ESC_CODES) &&
+		    (cp == '\n' || cp == '\r' || cp == '\t'))
+			snprintf(esc, sizeof esc, "\\u{%04X}", (unsigned)cp);
 		else if (cp == '\n')
 			snprintf(esc, sizeof esc, "\\n");
 		else if (cp == '\r')

@@ -33,6 +33,7 @@ const char *render_color(const struct render *, const char *what);
 /* Flags of render_escaped. */
 #define RENDER_ESC_BACKSLASH	0x01	/* show '\' as "\\": paths, names */
 #define RENDER_ESC_TAB		0x02	/* keep tabs as they are: diff lines */
+#define RENDER_ESC_CODES	0x04	/* newline, CR, tab as \u{XXXX} too */
 
 /*
  * Writes untrusted text so that what is seen is what it is, on one line:
