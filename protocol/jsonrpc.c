@@ -148,6 +148,29 @@ rpc_notification(const char *method, json_t *params)
 	    "params", params);
 }
 
+/* A growing buffer for rpc_encode. */
+struct rpc_buf {
+	char	*buf;
+	size_t	 len;
+	size_t	 cap;
+};
+
+/* jansson dump callback: appends a piece to an rpc_buf. */
+static int
+rpc_buf_cb(const char *piece, size_t n, void *arg)
+{
+	struct rpc_buf	*b = arg;
+
+	if (n > b->cap - b->len) {
+		while (n > b->cap - b->len)
+			b->cap *= 2;
+		b->buf = xreallocarray(b->buf, 1, b->cap);
+	}
+	memcpy(b->buf + b->len, piece, n);
+	b->len += n;
+	return 0;
+}
+
 /* Builds a request. */
 json_t *
 rpc_request(json_int_t id, const char *method, json_t *params)
@@ -165,18 +188,22 @@ rpc_request(json_int_t id, const char *method, json_t *params)
 char *
 rpc_encode(const json_t *msg, size_t *len)
 {
-	size_t	 n;
-	char	*buf;
+	struct rpc_buf	b;
 
-	/* JSON_COMPACT never emits a raw newline: strings are escaped. */
-	n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
-	if (n == 0)
+	/*
+	 * One pass of the encoder (json_dumpb would need two: one to measure,
+	 * one to write), into a buffer that doubles. JSON_COMPACT never emits
+	 * a raw newline: strings are escaped.
+	 */
+	b.cap = 512;
+	b.len = 0;
+	b.buf = xmalloc(b.cap);
+	if (json_dump_callback(msg, rpc_buf_cb, &b, JSON_COMPACT) != 0 ||
+	    b.len == 0)
 		fatalx("rpc_encode: message cannot be encoded");
-	buf = xmalloc(n + 1);
-	json_dumpb(msg, buf, n, JSON_COMPACT);
-	buf[n] = '\n';
-	*len = n + 1;
-	return buf;
+	rpc_buf_cb("\n", 1, &b);
+	*len = b.len;
+	return b.buf;
 }
 
 /* Returns error.data.kind of an error object. */
