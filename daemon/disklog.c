@@ -84,6 +84,8 @@
 #define DL_KEEP_BUF	(8U * 1024 * 1024)
 /* An open batch this large wakes the writer at once, not at the end of the pass. */
 #define DL_WAKE_BYTES	(256U * 1024)
+/* The longest a lazy record waits in memory for the writer (ms). */
+#define DL_LINGER_MS	2
 
 struct dl_buf {
 	unsigned char	*data;
@@ -166,6 +168,7 @@ static struct {
 	struct event		*ev_retry;
 	struct event		*ev_kick;	/* wakes the writer after this pass */
 	int			 kick_pending;
+	struct event		*ev_linger;	/* wakes it for lazy records */
 	uint64_t		 next_seq;
 	uint64_t		 done_seq;
 	unsigned		 epoch;
@@ -177,6 +180,8 @@ static struct {
 	void			*watch_arg;
 	unsigned char		*scratch;
 	size_t			 scratch_cap;
+	size_t			 last_off;	/* the last payload in scratch */
+	size_t			 last_len;
 	int			 closing;
 	int			 append_err;
 	int			 err_active;
@@ -1108,8 +1113,8 @@ uint64_t
 disklog_append(const char *type, const json_t *payload, int durable,
     disklog_done_cb cb, void *arg)
 {
-	return disklog_append_bounded(type, payload, durable, LOGFMT_MAX_DATA,
-	    cb, arg);
+	return disklog_append_flags(type, payload, durable ? DISKLOG_DURABLE :
+	    0, LOGFMT_MAX_DATA, cb, arg);
 }
 
 /* Appends a record whose payload may take at most max_data bytes. */
@@ -1117,6 +1122,35 @@ uint64_t
 disklog_append_bounded(const char *type, const json_t *payload, int durable,
     size_t max_data, disklog_done_cb cb, void *arg)
 {
+	return disklog_append_flags(type, payload, durable ? DISKLOG_DURABLE :
+	    0, max_data, cb, arg);
+}
+
+/* The payload of the last record appended, as encoded (see disklog.h). */
+const char *
+disklog_last_payload(size_t *len)
+{
+	*len = dl.last_len;
+	return dl.last_len > 0 ? (const char *)dl.scratch + dl.last_off : NULL;
+}
+
+/* Wakes the writer at the end of this loop pass if records wait. */
+void
+disklog_flush_soon(void)
+{
+	if (!dl.is_open || dl.kick_pending)
+		return;
+	dl.kick_pending = 1;
+	event_active(dl.ev_kick, EV_TIMEOUT, 0);
+}
+
+/* Appends a record (see disklog.h for the flags). */
+uint64_t
+disklog_append_flags(const char *type, const json_t *payload, int flags,
+    size_t max_data, disklog_done_cb cb, void *arg)
+{
+	struct timeval		 tv = { 0, DL_LINGER_MS * 1000 };
+	int			 durable = (flags & DISKLOG_DURABLE) != 0;
 	struct dl_sink		 k;
 	struct dl_pending	*e;
 	size_t			 tl = strlen(type), size, data_len;
@@ -1124,6 +1158,7 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 	int64_t			 ts;
 	int			 wake;
 
+	dl.last_len = 0;
 	if (!dl.is_open || dl.closing) {
 		dl.append_err = ESHUTDOWN;
 		return 0;
@@ -1139,6 +1174,12 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 	k.len = LOGFMT_RECORD_HEAD + tl;
 	k.max = k.len + (max_data < LOGFMT_MAX_DATA ? max_data : LOGFMT_MAX_DATA);
 	k.over = 0;
+	if (dl.scratch_cap > 1024 * 1024) {
+		/* Do not keep a large record's buffer for good. */
+		free(dl.scratch);
+		dl.scratch = NULL;
+		dl.scratch_cap = 0;
+	}
 	if (dl.scratch_cap < k.len + 256) {
 		dl.scratch_cap = 4096;
 		dl.scratch = xreallocarray(dl.scratch, 1, dl.scratch_cap);
@@ -1190,7 +1231,19 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 	if (wake)
 		pthread_cond_signal(&dl.wcond);
 	pthread_mutex_unlock(&dl.mtx);
-	if (!wake && !dl.kick_pending) {
+	/*
+	 * A lazy record nobody waits for soon does not wake the writer by
+	 * itself: waking a thread costs more than writing a small record, so
+	 * such records go out with the next one that does, or after
+	 * DL_LINGER_MS. A follower of the log (dl.watch) waits for all.
+	 */
+	if (wake || dl.kick_pending)
+		;
+	else if ((flags & DISKLOG_LAZY) && !(durable && dl.opts.fsync) &&
+	    dl.watch == NULL) {
+		if (!evtimer_pending(dl.ev_linger, NULL))
+			evtimer_add(dl.ev_linger, &tv);
+	} else {
 		dl.kick_pending = 1;
 		event_active(dl.ev_kick, EV_TIMEOUT, 0);
 	}
@@ -1216,12 +1269,8 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 			    data_len);
 		}
 	}
-	if (dl.scratch_cap > 1024 * 1024) {
-		/* Do not keep a large record's buffer for good. */
-		free(dl.scratch);
-		dl.scratch = NULL;
-		dl.scratch_cap = 0;
-	}
+	dl.last_off = LOGFMT_RECORD_HEAD + tl;
+	dl.last_len = data_len;
 	return seq;
 }
 
@@ -1284,11 +1333,15 @@ dl_failed(int err, const char *op, uint64_t good)
 	}
 }
 
-/* The end of a loop pass that appended: wakes the writer if it sleeps. */
+/*
+ * The end of a loop pass that appended, or a lazy record's time is up:
+ * wakes the writer if it sleeps.
+ */
 static void
 dl_kick_cb(evutil_socket_t fd, short events, void *arg)
 {
-	dl.kick_pending = 0;
+	if (arg == NULL)
+		dl.kick_pending = 0;
 	pthread_mutex_lock(&dl.mtx);
 	if (dl.w_waiting && dl.open_buf.len > 0)
 		pthread_cond_signal(&dl.wcond);
@@ -2049,7 +2102,10 @@ dl_teardown(void)
 		event_free(dl.ev_retry);
 	if (dl.ev_kick != NULL)
 		event_free(dl.ev_kick);
+	if (dl.ev_linger != NULL)
+		event_free(dl.ev_linger);
 	dl.ev_done = dl.ev_read = dl.ev_retry = dl.ev_kick = NULL;
+	dl.ev_linger = NULL;
 	free(dl.open_buf.data);
 	free(dl.busy.data);
 	memset(&dl.open_buf, 0, sizeof dl.open_buf);
@@ -2060,6 +2116,7 @@ dl_teardown(void)
 	free(dl.scratch);
 	dl.scratch = NULL;
 	dl.scratch_cap = 0;
+	dl.last_len = 0;
 	free(dl.snap_name);
 	dl.snap_name = NULL;
 	free(dl.snap_error);
@@ -2188,8 +2245,9 @@ disklog_open(struct event_base *base, const char *state,
 	dl.ev_retry = evtimer_new(base, dl_retry_cb, NULL);
 	dl.ev_kick = event_new(base, -1, 0, dl_kick_cb, NULL);
 	dl.kick_pending = 0;
+	dl.ev_linger = evtimer_new(base, dl_kick_cb, &dl);
 	if (dl.ev_done == NULL || dl.ev_read == NULL || dl.ev_retry == NULL ||
-	    dl.ev_kick == NULL)
+	    dl.ev_kick == NULL || dl.ev_linger == NULL)
 		fatalx("event_new failed");
 	/* The writer's commit delay is a deadline on the monotonic clock. */
 	if (pthread_condattr_init(&cattr) != 0 ||

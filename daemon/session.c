@@ -504,6 +504,30 @@ session_encode(json_t *payload, size_t *len)
 	return line;
 }
 
+/*
+ * The event line of the record just appended, built around the log's own
+ * encoding of its payload (the same bytes session_encode would give), so
+ * a large message is not encoded again. NULL if there is none.
+ */
+static char *
+session_wrap_logged(size_t *len)
+{
+	static const char	 head[] =
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":";
+	const char		*data;
+	size_t			 n;
+	char			*line;
+
+	if ((data = disklog_last_payload(&n)) == NULL)
+		return NULL;
+	line = xmalloc(sizeof head - 1 + n + 2);
+	memcpy(line, head, sizeof head - 1);
+	memcpy(line + sizeof head - 1, data, n);
+	memcpy(line + sizeof head - 1 + n, "}\n", 2);
+	*len = sizeof head - 1 + n + 2;
+	return line;
+}
+
 /* Drops the oldest event of a session's ring. */
 static void
 ring_drop(struct session *s)
@@ -777,6 +801,16 @@ hist_encode(uint64_t seq, int64_t ts, json_t *message, size_t *len)
 	return buf;
 }
 
+/*
+ * A history message encoded ahead by session_message, for apply_message
+ * to take instead of encoding it again.
+ */
+static struct {
+	uint64_t	 seq;
+	char		*json;
+	size_t		 len;
+} hist_ready;
+
 /* Appends an encoded message to the history. */
 static void
 hist_append(struct session *s, uint64_t seq, char *json, size_t len)
@@ -1021,7 +1055,13 @@ apply_message(struct session *s, json_t *p, uint64_t seq, int64_t ts)
 	if (!json_is_object(m) ||
 	    json_string_value(json_object_get(m, "role")) == NULL)
 		return -1;
-	json = hist_encode(seq, ts, m, &len);
+	if (hist_ready.json != NULL && hist_ready.seq == seq) {
+		/* session_message encoded it already, to check the limits. */
+		json = hist_ready.json;
+		len = hist_ready.len;
+		hist_ready.json = NULL;
+	} else
+		json = hist_encode(seq, ts, m, &len);
 	hist_append(s, seq, json, len);
 	rid = json_string_value(json_object_get(p, "request_id"));
 	if (rid != NULL)
@@ -1162,31 +1202,47 @@ session_logged_cb(void *arg, int error, uint64_t lseq)
  * would not take it; then nothing changed.
  */
 static struct pending *
-session_record(struct session **sp, const char *rtype, json_t *payload,
-    int durable)
+session_record_flags(struct session **sp, const char *rtype, json_t *payload,
+    int flags)
 {
 	struct pending	*pe = xcalloc(1, sizeof *pe);
 	uint64_t	 r;
 
 	pe->s = *sp;
 	pe->seq = (uint64_t)json_integer_value(json_object_get(payload, "seq"));
+	/* Nobody to tell soon: the record may wait for the writer's next batch. */
+	if ((*sp)->nattached > 0)
+		flags &= ~DISKLOG_LAZY;
 	session_appending++;
-	r = disklog_append(rtype, payload, durable, session_logged_cb, pe);
+	r = disklog_append_flags(rtype, payload, flags, SIZE_MAX,
+	    session_logged_cb, pe);
 	session_appending--;
 	if (r == 0) {
 		json_decref(payload);
 		free(pe);
 		return NULL;
 	}
+	/* The event line wraps the payload as the log just encoded it. */
+	pe->line = session_wrap_logged(&pe->len);
 	if (session_apply(rtype, payload, sp) != 0)
 		fatalx("session: %s seq %llu was logged but does not apply", rtype,
 		    (unsigned long long)pe->seq);
 	pe->s = *sp;
 	lidx_note(pe->s, pe->seq, r);
-	pe->line = session_encode(payload, &pe->len);
+	if (pe->line == NULL)
+		pe->line = session_encode(payload, &pe->len);
 	TAILQ_INSERT_TAIL(&pe->s->pending, pe, entry);
 	json_decref(payload);
 	return pe;
+}
+
+/* session_record_flags, for a durable record or a prompt one. */
+static struct pending *
+session_record(struct session **sp, const char *rtype, json_t *payload,
+    int durable)
+{
+	return session_record_flags(sp, rtype, payload, durable ?
+	    DISKLOG_DURABLE : 0);
 }
 
 /* Announces what a synchronous log callback left ready. */
@@ -2125,6 +2181,9 @@ session_attach(struct session *s, struct conn *c, int has_after,
 	TAILQ_INSERT_TAIL(&attach_all, a, gentry);
 	s->nattached++;
 	attach_n++;
+	/* Records that were waiting for nobody now have a reader. */
+	if (!TAILQ_EMPTY(&s->pending))
+		disklog_flush_soon();
 	cu = xcalloc(1, sizeof *cu);
 	cu->a = a;
 	a->cu = cu;
@@ -2607,7 +2666,8 @@ session_event(struct session *s, const char *type, json_t *fields,
 		json_decref(fields);
 	}
 	copy = cb != NULL ? json_deep_copy(p) : NULL;
-	if ((pe = session_record(&s, "session.event", p, 0)) == NULL) {
+	if ((pe = session_record_flags(&s, "session.event", p, cb == NULL ?
+	    DISKLOG_LAZY : 0)) == NULL) {
 		json_decref(copy);
 		return session_fail_storage(err);
 	}
@@ -2684,9 +2744,9 @@ session_message(struct session *s, const char *type, json_t *message,
 	p = session_payload(s, type);
 	enc = hist_encode(s->seq + 1, json_integer_value(json_object_get(p,
 	    "ts")), message, &len);
-	free(enc);
 	if (s->nhist + 1 > cfg->session_history_messages ||
 	    s->hist_bytes + len > cfg->session_history_bytes) {
+		free(enc);
 		json_decref(p);
 		json_decref(message);
 		json_decref(fields);
@@ -2702,7 +2762,14 @@ session_message(struct session *s, const char *type, json_t *message,
 	json_object_set_new(p, "message", message);
 	if (request_id != NULL)
 		json_object_set_new(p, "request_id", json_string(request_id));
-	if ((pe = session_record(&s, "session.message", p, 0)) == NULL) {
+	hist_ready.seq = s->seq + 1;
+	hist_ready.json = enc;
+	hist_ready.len = len;
+	pe = session_record_flags(&s, "session.message", p, cb == NULL ?
+	    DISKLOG_LAZY : 0);
+	free(hist_ready.json);		/* not taken: the log refused it */
+	hist_ready.json = NULL;
+	if (pe == NULL) {
 		json_decref(result);
 		return session_fail_storage(err);
 	}
@@ -2731,8 +2798,10 @@ session_request_lookup(struct session *s, const char *request_id,
 		return 0;
 	if ((pe = pending_find(s, r->seq)) != NULL) {
 		if (pending_wait(pe, cb, arg, json_pack("{s:b}", "duplicate",
-		    1)) == 0)
+		    1)) == 0) {
+			disklog_flush_soon();
 			return 1;
+		}
 		session_answer(cb, arg, json_pack("{s:b, s:b}", "duplicate", 1,
 		    "busy", 1));
 		return 1;

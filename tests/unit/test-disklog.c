@@ -38,6 +38,10 @@ static struct {
 	json_int_t	restored;	/* -1 until restore runs */
 } mod;
 
+/* Replay refuses this seq; checks that "i" is seq - 1 (when set). */
+static uint64_t	mod_refuse_seq;
+static int	mod_check_i;
+
 /* The module's snapshot: its counter. */
 static json_t *
 mod_snapshot(void)
@@ -59,6 +63,11 @@ static int
 mod_replay(uint64_t seq, int64_t ts, const char *type, json_t *payload)
 {
 	if (mod.n > 0 && seq != mod.seqs[mod.n - 1] + 1)
+		mod.bad = 1;
+	if (seq == mod_refuse_seq)
+		return -1;
+	if (mod_check_i && json_integer_value(json_object_get(payload,
+	    "i")) != (json_int_t)seq - 1)
 		mod.bad = 1;
 	if (mod.n < sizeof mod.seqs / sizeof mod.seqs[0])
 		mod.seqs[mod.n++] = seq;
@@ -492,6 +501,118 @@ test_torn_corrupt_repair(void)
 	close(dfd);
 }
 
+/*
+ * Replay: every payload reaches its module with its own seq, and a module
+ * refusing a record stops the start (or, with --repair, cuts the log)
+ * exactly there, wherever the record is.
+ */
+static void
+test_replay_refusal(void)
+{
+	struct disklog_opts	 o = opts(64 << 20, 1ULL << 30);
+	static const uint64_t	 refuse[] = { 5000, 9000 };
+	json_t			*st;
+	char			*cause;
+	size_t			 k;
+
+	wipe();
+	CHECK(open_log(&o, &cause) == 0, "a fresh log");
+	append_n(10000, 20, 0);
+	CHECK(run_until(&cbs.done, 10000), "10000 records written");
+	disklog_close();
+	mod_check_i = 1;
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 10000 && !mod.bad,
+	    "10000 records replay in order, each with its own payload");
+	disklog_close();
+	for (k = 0; k < sizeof refuse / sizeof refuse[0]; k++) {
+		mod_refuse_seq = refuse[k];
+		cause = NULL;
+		CHECK(open_log(&o, &cause) != 0 && cause != NULL &&
+		    strstr(cause, "refused record seq") != NULL &&
+		    mod.n == refuse[k] - 1 && !mod.bad, "a refusal of seq %llu "
+		    "stops the start there (%zu replayed)",
+		    (unsigned long long)refuse[k], mod.n);
+		free(cause);
+	}
+	o.repair = 1;
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 8999 && !mod.bad,
+	    "--repair keeps the records before the refused one");
+	st = disklog_status();
+	CHECK(json_integer_value(json_object_get(st, "next_seq")) == 9000,
+	    "and the seqs go on from there");
+	json_decref(st);
+	disklog_close();
+	o.repair = 0;
+	mod_refuse_seq = 0;
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 8999 && !mod.bad,
+	    "after the repair, 8999 records replay");
+	disklog_close();
+	mod_check_i = 0;
+}
+
+/* The size of the first segment, or -1. */
+static long long
+seg_size(void)
+{
+	struct logscan_dir	 d;
+	struct stat		 sb;
+	char			*dir = xasprintf("%s/log", state), *cause;
+	long long		 r = -1;
+	int			 dfd;
+
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY)) != -1 &&
+	    logscan_list(dfd, &d, &cause) == 0) {
+		if (d.nsegs > 0 && fstatat(dfd, d.segs[0].name, &sb, 0) == 0)
+			r = (long long)sb.st_size;
+		logscan_dir_free(&d);
+	}
+	if (dfd != -1)
+		close(dfd);
+	free(dir);
+	return r;
+}
+
+/*
+ * A lazy record does not wake the writer: it goes out with the next
+ * record that does, in order, or by itself a moment later.
+ */
+static void
+test_lazy(void)
+{
+	struct disklog_opts	 o = opts(64 << 20, 1ULL << 30);
+	struct timespec		 pause = { 0, 30 * 1000 * 1000 };
+	json_t			*p = json_pack("{s:s}", "k", "lazy");
+	char			*cause;
+	long long		 before;
+
+	wipe();
+	o.fsync = 0;
+	CHECK(open_log(&o, &cause) == 0, "a fresh log");
+	append_n(1, 10, 0);
+	run_until(&cbs.done, 1);
+	before = seg_size();
+	CHECK(disklog_append_flags("test.rec", p, DISKLOG_LAZY, 1 << 20,
+	    done_cb, NULL) == 2, "a lazy record is taken (seq 2)");
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	nanosleep(&pause, NULL);
+	CHECK(seg_size() == before && cbs.done == 1, "a pass of the loop does "
+	    "not write it");
+	append_n(1, 10, 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	CHECK(run_until(&cbs.done, 3) && cbs.last_seq == 3 && !cbs.order_bad &&
+	    seg_size() > before, "the next prompt record takes it along, in "
+	    "order");
+	before = seg_size();
+	CHECK(disklog_append_flags("test.rec", p, DISKLOG_LAZY, 1 << 20,
+	    done_cb, NULL) == 4 && run_until(&cbs.done, 4) &&
+	    seg_size() > before, "alone, it is written a moment later");
+	disklog_close();
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 4 && !mod.bad,
+	    "all four replay");
+	disklog_close();
+	json_decref(p);
+}
+
 /* Arms (or with NULL heals) the fault file. */
 static void
 fault(const char *line)
@@ -619,6 +740,8 @@ main(void)
 	test_snapshot_budget();
 	test_read();
 	test_torn_corrupt_repair();
+	test_replay_refusal();
+	test_lazy();
 	test_faults();
 	test_watch();
 	wipe();
