@@ -952,6 +952,13 @@ sandbox_read_file(struct sandbox *sb, const char *path, size_t len,
 		if (n == 0)
 			break;
 		used += (size_t)n;
+		/*
+		 * A short read of a regular file once its size is reached is
+		 * its end: no second read to be told so. A file that grew
+		 * fills the extra byte and the loop goes on.
+		 */
+		if (used < cap && used >= (size_t)st->st_size)
+			break;
 	}
 	close(fd);
 	if (used > max) {
