@@ -806,6 +806,7 @@ hist_encode(uint64_t seq, int64_t ts, json_t *message, size_t *len)
  * to take instead of encoding it again.
  */
 static struct {
+	struct session	*s;
 	uint64_t	 seq;
 	char		*json;
 	size_t		 len;
@@ -1055,7 +1056,8 @@ apply_message(struct session *s, json_t *p, uint64_t seq, int64_t ts)
 	if (!json_is_object(m) ||
 	    json_string_value(json_object_get(m, "role")) == NULL)
 		return -1;
-	if (hist_ready.json != NULL && hist_ready.seq == seq) {
+	if (hist_ready.json != NULL && hist_ready.s == s &&
+	    hist_ready.seq == seq) {
 		/* session_message encoded it already, to check the limits. */
 		json = hist_ready.json;
 		len = hist_ready.len;
@@ -2762,6 +2764,7 @@ session_message(struct session *s, const char *type, json_t *message,
 	json_object_set_new(p, "message", message);
 	if (request_id != NULL)
 		json_object_set_new(p, "request_id", json_string(request_id));
+	hist_ready.s = s;
 	hist_ready.seq = s->seq + 1;
 	hist_ready.json = enc;
 	hist_ready.len = len;

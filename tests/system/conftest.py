@@ -25,6 +25,24 @@ SERVICE_MANAGER_VARS = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
 LLM_VARS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
             "ANTHROPIC_API_KEY")
 
+
+
+def _local_ollama_listening():
+    """True if something answers on Ollama's port (a developer's machine)."""
+    try:
+        with socket.create_connection(("127.0.0.1", 11434), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+# gbrd's built-in defaults probe a local Ollama on 127.0.0.1:11434. Where
+# one runs, a test daemon would send its prompts to that model and tests
+# that expect no provider would see its answers: then every daemon whose
+# config does not set ollama_url itself gets "ollama_url = off". Where
+# nothing listens (CI), the built-in defaults stay as they are.
+LOCAL_OLLAMA = _local_ollama_listening()
+
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -106,6 +124,8 @@ class Daemon:
         self.socket = os.path.join(self.sockdir, "gbrd.sock")
         self.state = os.path.join(root, "state")
         self.config = None
+        if LOCAL_OLLAMA and "ollama_url" not in (config or ""):
+            config = (config or "") + "\n[llm]\nollama_url = off\n"
         if config is not None:
             self.config = os.path.join(root, "gbrd.conf")
             with open(self.config, "w") as f:
