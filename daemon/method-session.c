@@ -284,13 +284,44 @@ method_session_close(struct request *req, json_t *params)
 		approval_sweep();	/* its approvals are withdrawn */
 }
 
-/* session.history {session, limit?, before_seq?} */
+/* A session.history that waits for the records before it. */
+struct history_req {
+	struct request	*req;
+	char		*sid;
+	size_t		 limit;
+	uint64_t	 before;
+};
+
+/* The records a history request waited for are announced: answer. */
+static void
+method_session_history_ready(void *arg, int error, json_t *result)
+{
+	struct history_req	*h = arg;
+	struct session		*s;
+
+	if ((s = session_find(h->sid)) == NULL)
+		request_error(h->req, GBR_ERR_SESSION_NOT_FOUND, json_pack(
+		    "{s:s}", "session", h->sid), "session %s is closed",
+		    h->sid);
+	else
+		request_reply(h->req, session_history(s, h->limit, h->before));
+	free(h->sid);
+	free(h);
+}
+
+/*
+ * session.history {session, limit?, before_seq?}. A read-only tool call
+ * answers before its records are written; the history a client asks for
+ * next includes them, so it waits until every record appended before it
+ * is announced (at most the disk log's next batch).
+ */
 void
 method_session_history(struct request *req, json_t *params)
 {
 	static const char *const keys[] = { "session", "limit", "before_seq", NULL };
-	struct session	*s;
-	json_int_t	 limit = METHOD_HISTORY_DEFAULT, before = 0;
+	struct history_req	*h;
+	struct session		*s;
+	json_int_t		 limit = METHOD_HISTORY_DEFAULT, before = 0;
 
 	if (params_only(req, params, keys) != 0 ||
 	    params_integer(req, params, "limit", 0, 1, METHOD_HISTORY_MAX,
@@ -299,5 +330,11 @@ method_session_history(struct request *req, json_t *params)
 	    &before) != 0 ||
 	    (s = method_session_lookup(req, params, 1)) == NULL)
 		return;
-	request_reply(req, session_history(s, (size_t)limit, (uint64_t)before));
+	h = xcalloc(1, sizeof *h);
+	h->req = req;
+	h->sid = xstrdup(session_id(s));
+	h->limit = (size_t)limit;
+	h->before = (uint64_t)before;
+	if (session_when_announced(s, method_session_history_ready, h) == 0)
+		method_session_history_ready(h, 0, NULL);
 }

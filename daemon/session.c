@@ -1300,6 +1300,8 @@ pending_find(struct session *s, uint64_t seq)
 	return NULL;
 }
 
+static void	session_nobody(void *, int, json_t *);
+
 /* Answers the waiters of a record and frees it. */
 static void
 pending_finish(struct pending *pe)
@@ -1309,6 +1311,12 @@ pending_finish(struct pending *pe)
 
 	while ((w = pe->waiters) != NULL) {
 		pe->waiters = w->next;
+		if (w->cb == session_nobody) {
+			/* No copy of the result for nobody (it may be large). */
+			json_decref(w->extra);
+			free(w);
+			continue;
+		}
 		res = pe->result != NULL ? json_deep_copy(pe->result) : json_object();
 		if (w->extra != NULL)
 			json_object_update(res, w->extra);
@@ -2280,6 +2288,19 @@ session_history(struct session *s, size_t limit, uint64_t before)
 	    "seq", (json_int_t)s->system_seq));
 }
 
+/* Waits until what is appended now is announced (see session.h). */
+int
+session_when_announced(struct session *s, session_done_cb cb, void *arg)
+{
+	struct pending	*pe = TAILQ_LAST(&s->pending, pending_list);
+
+	if (pe == NULL || pending_wait(pe, cb, arg, NULL) != 0)
+		return 0;
+	/* A lazy record must not make the reader wait for its batch. */
+	disklog_flush_soon();
+	return 1;
+}
+
 /* Counters for daemon.status. */
 json_t *
 session_status(void)
@@ -2668,8 +2689,7 @@ session_event(struct session *s, const char *type, json_t *fields,
 		json_decref(fields);
 	}
 	copy = cb != NULL ? json_deep_copy(p) : NULL;
-	if ((pe = session_record_flags(&s, "session.event", p, cb == NULL ?
-	    DISKLOG_LAZY : 0)) == NULL) {
+	if ((pe = session_record(&s, "session.event", p, 0)) == NULL) {
 		json_decref(copy);
 		return session_fail_storage(err);
 	}
@@ -2720,10 +2740,10 @@ session_is_attached(struct session *s, struct conn *c)
  * session_request_lookup finds it again. result (stolen, may be NULL) is
  * what cb receives; message and fields are stolen.
  */
-int
-session_message(struct session *s, const char *type, json_t *message,
+static int
+session_message_flags(struct session *s, const char *type, json_t *message,
     json_t *fields, const char *request_id, json_t *result,
-    session_done_cb cb, void *arg, struct session_error *err)
+    session_done_cb cb, void *arg, struct session_error *err, int flags)
 {
 	const struct config	*cfg = config_get();
 	struct pending		*pe;
@@ -2768,8 +2788,7 @@ session_message(struct session *s, const char *type, json_t *message,
 	hist_ready.seq = s->seq + 1;
 	hist_ready.json = enc;
 	hist_ready.len = len;
-	pe = session_record_flags(&s, "session.message", p, cb == NULL ?
-	    DISKLOG_LAZY : 0);
+	pe = session_record_flags(&s, "session.message", p, flags);
 	free(hist_ready.json);		/* not taken: the log refused it */
 	hist_ready.json = NULL;
 	if (pe == NULL) {
@@ -2780,6 +2799,24 @@ session_message(struct session *s, const char *type, json_t *message,
 	pending_wait(pe, cb != NULL ? cb : session_nobody, arg, NULL);
 	session_settle(s);
 	return 0;
+}
+
+int
+session_message(struct session *s, const char *type, json_t *message,
+    json_t *fields, const char *request_id, json_t *result,
+    session_done_cb cb, void *arg, struct session_error *err)
+{
+	return session_message_flags(s, type, message, fields, request_id,
+	    result, cb, arg, err, 0);
+}
+
+int
+session_message_lazy(struct session *s, const char *type, json_t *message,
+    json_t *fields, const char *request_id, json_t *result,
+    session_done_cb cb, void *arg, struct session_error *err)
+{
+	return session_message_flags(s, type, message, fields, request_id,
+	    result, cb, arg, err, DISKLOG_LAZY);
 }
 
 /*

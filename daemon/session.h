@@ -119,6 +119,14 @@ json_t		*session_list(const char *workspace);
  * as announced, bounded in bytes by half a client queue (new reference).
  */
 json_t		*session_history(struct session *, size_t limit, uint64_t before);
+/*
+ * Read-your-writes for session_history: if records appended so far are
+ * not announced yet (a read-only tool call answers before its records are
+ * written), cb runs once they are (error as for their write) and 1 is
+ * returned; else 0, and cb never runs.
+ */
+int		 session_when_announced(struct session *, session_done_cb,
+		    void *);
 
 const char	*session_state_name(enum session_state);
 
@@ -154,6 +162,16 @@ int		 session_event(struct session *, const char *type,
  * fields and result are stolen; result is what cb receives.
  */
 int		 session_message(struct session *, const char *type,
+		    json_t *message, json_t *fields, const char *request_id,
+		    json_t *result, session_done_cb, void *,
+		    struct session_error *);
+/*
+ * session_message for a record nobody waits on soon (a read-only tool's
+ * call and result): while no client is attached to the session, it may
+ * wait in memory for the disk log's next batch (up to a few ms) instead
+ * of waking the log's writer thread by itself.
+ */
+int		 session_message_lazy(struct session *, const char *type,
 		    json_t *message, json_t *fields, const char *request_id,
 		    json_t *result, session_done_cb, void *,
 		    struct session_error *);

@@ -447,13 +447,17 @@ tc_record_result(struct toolcall *c, int failed, enum gbr_err kind,
 	 * wait for the writer thread. The record is in the log's queue (the
 	 * next request sees it, a resend of the request_id finds it); if
 	 * gbrd dies before it reaches the disk, the history lacks a read,
-	 * and nothing the reader was told is false. Every other tool answers
-	 * only once its result is written.
+	 * and nothing the reader was told is false; with no client attached
+	 * it may even wait for the writer's next batch (session_message_lazy).
+	 * Every other tool answers only once its result is written. Either
+	 * way the record is what a resend of the request_id gets, also while
+	 * it waits for the writer.
 	 */
 	td = tool_find(c->tool);
 	fast = td != NULL && td->read_only && c->approval[0] == '\0';
-	if (session_message(s, "tool.result", json_incref(m), f, c->rid,
-	    fast ? NULL : m, fast ? NULL : tc_written, c, &err) != 0) {
+	if ((fast ? session_message_lazy : session_message)(s, "tool.result",
+	    json_incref(m), f, c->rid, fast ? json_incref(m) : m, fast ? NULL :
+	    tc_written, c, &err) != 0) {
 		tc_complete(c, 0, err.kind, err.message, err.data, NULL);
 		free(err.message);
 		json_decref(err.data);
@@ -1015,6 +1019,7 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 	struct session		*s;
 	struct env		*env;
 	struct sandbox		*sb;
+	const struct tool_def	*td;
 	enum gbr_err		 kind;
 	unsigned char		 r[8];
 	char			 id[TOOLCALL_ID_MAX + 1], *reason;
@@ -1109,8 +1114,15 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 	c = tc_new(session_id(s), id, tool, args, rid, opts->turn, opts->flags);
 	tc_add_waiter(c, opts, cb, arg, 0);
 	c->state = TC_RUNNING;
+	/*
+	 * The call's record: one that changes the world is on its way to
+	 * the disk before the tool starts; a read's may wait for the next
+	 * batch (it goes out, in order, at the latest with its result).
+	 */
+	td = tool_find(tool);
 	if (!(opts->flags & TOOLCALL_NO_CALL_MESSAGE) &&
-	    session_message(s, "tool.call", json_pack("{s:s, s:s, s:s, s:O}",
+	    (td != NULL && td->read_only ? session_message_lazy :
+	    session_message)(s, "tool.call", json_pack("{s:s, s:s, s:s, s:O}",
 	    "role", "assistant", "call_id", c->call_id, "tool", c->tool, "args",
 	    c->args), json_pack("{s:s, s:s, s:O}", "call_id", c->call_id,
 	    "tool", c->tool, "args", c->args), NULL, NULL, NULL, NULL,

@@ -247,3 +247,46 @@ def test_gbrctl_tool(world):
     assert r.returncode == 1 and "path_traversal" in r.stderr
     r = d.ctl("tools")
     assert r.returncode == 0 and "read_file" in r.stdout
+
+
+def test_unattached_reads_reach_the_log(daemon, tmpdir_short):
+    """With nobody attached, a read's records may wait a moment in memory
+    for the disk log's next batch, but they get there on their own: after a
+    pause, kill -9 loses nothing. A resent request_id meanwhile is answered
+    as a duplicate, never run again."""
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    with open(os.path.join(ws, "a.txt"), "w") as f:
+        f.write("a\n")
+    c = daemon.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    p = {"session": sid, "tool": "read_file", "args": {"path": "a.txt"},
+         "request_id": "r-1"}
+    r1 = c.call("tool.call", p)["result"]
+    r2 = c.call("tool.call", p)
+    assert "result" in r2, r2
+    r2 = r2["result"]
+    assert r2["duplicate"] is True and r2["call_id"] == r1["call_id"]
+    time.sleep(0.3)
+    daemon.kill9()
+    daemon.start()
+    h = daemon.conn().call("session.history", {"session": sid})["result"]
+    assert [m["role"] for m in h["messages"]] == ["assistant", "tool"]
+    assert h["messages"][1]["call_id"] == r1["call_id"]
+
+
+def test_history_after_a_read_has_it(daemon, tmpdir_short):
+    """A read answers before its records are written; the history asked for
+    right after it still has them (read-your-writes), every time."""
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    with open(os.path.join(ws, "a.txt"), "w") as f:
+        f.write("a\n")
+    c = daemon.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    for i in range(20):
+        r = c.call("tool.call", {"session": sid, "tool": "read_file",
+                                 "args": {"path": "a.txt"}})["result"]
+        h = c.call("session.history", {"session": sid, "limit": 1})["result"]
+        assert h["total"] == 2 * (i + 1)
+        assert h["messages"][-1]["call_id"] == r["call_id"]
