@@ -14,6 +14,9 @@
  * For globs: the matcher answers (the fuzzer's timeout catches blow-ups),
  * and a pattern without any wildcard matches exactly the equal path (once
  * '/' runs and "." components are collapsed on both sides).
+ * On every input: pathgate's UTF-8 decoder accepts exactly the byte strings
+ * jansson accepts (the file tools hand text it validated to jansson
+ * unchecked).
  */
 #include "gbr-config.h"
 
@@ -21,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "pathgate.h"
 
@@ -154,6 +159,29 @@ check_glob(const char *s, size_t len)
 	free(path);
 }
 
+/* pathgate_utf8_next and jansson agree on what is valid UTF-8. */
+static void
+check_utf8_agrees(const uint8_t *d, size_t n)
+{
+	size_t		 i = 0, k;
+	uint32_t	 cp;
+	json_t		*j;
+	int		 ok = 1;
+
+	while (i < n) {
+		if ((k = pathgate_utf8_next(d + i, n - i, &cp)) == 0) {
+			ok = 0;
+			break;
+		}
+		i += k;
+	}
+	j = json_stringn((const char *)d, n);
+	if (ok != (j != NULL))
+		fail(ok ? "jansson refuses UTF-8 that pathgate accepts" :
+		    "jansson accepts UTF-8 that pathgate refuses", NULL);
+	json_decref(j);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -164,6 +192,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t			 len;
 	int			 mode;
 
+	check_utf8_agrees(data, size);
 	if (size < 1 || size > PATHGATE_PATH_MAX + 64)
 		return 0;
 	fl = (data[0] & 1) ? PATHGATE_WINDOWS : PATHGATE_UNIX;

@@ -235,6 +235,22 @@ check_read(void)
 	json_decref(r);
 	put("proj/bin.dat", "ab\0cd", 5);
 	fails("read_file", "{\"path\": \"bin.dat\"}", GBR_ERR_NOT_A_FILE, "a binary file");
+	/* Valid UTF-8 of every length, past the eight-byte ASCII steps. */
+	put("proj/utf8.txt", "ascii only, eight+ \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 "
+	    "\xf0\x9f\x98\x80 end\n", 38);
+	r = works("read_file", "{\"path\": \"utf8.txt\"}", "a UTF-8 file");
+	CHECK(strcmp(sget(r, "content"), "ascii only, eight+ \xc3\xa9t\xc3\xa9 "
+	    "\xe2\x9c\x93 \xf0\x9f\x98\x80 end\n") == 0 &&
+	    json_object_get(r, "lossy") == NULL, "read: valid UTF-8 comes back "
+	    "as it is, not lossy");
+	json_decref(r);
+	put("proj/bad-late.txt", "0123456789abcdef\xed\xa0\x80 surrogate\n", 30);
+	r = works("read_file", "{\"path\": \"bad-late.txt\"}", "a surrogate");
+	CHECK(strcmp(sget(r, "content"), "0123456789abcdef\xef\xbf\xbd\xef\xbf"
+	    "\xbd\xef\xbf\xbd surrogate\n") == 0 &&
+	    json_is_true(json_object_get(r, "lossy")), "read: an encoded "
+	    "surrogate after sixteen ASCII bytes is three U+FFFD, lossy");
+	json_decref(r);
 	put("proj/latin1.txt", "caf\xe9\n", 5);
 	r = works("read_file", "{\"path\": \"latin1.txt\"}", "a Latin-1 file");
 	CHECK(strcmp(sget(r, "content"), "caf\xef\xbf\xbd\n") == 0 &&
