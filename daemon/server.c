@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -35,6 +36,9 @@
 #include "paths.h"
 #include "server.h"
 #include "xmalloc.h"
+
+/* How many times (20 ms apart) a stale socket may still answer. */
+#define SERVER_STALE_TRIES	50
 
 static int		 server_fd = -1;
 static int		 server_lock_fd = -1;
@@ -110,8 +114,9 @@ server_lock(const char *path, char **cause)
 static int
 server_clear_stale(const char *path, const struct sockaddr_un *sa, char **cause)
 {
+	struct timespec	pause = { 0, 20 * 1000 * 1000 };
 	struct stat	sb;
-	int		fd, r;
+	int		fd, r, tries;
 
 	if (lstat(path, &sb) != 0)
 		return errno == ENOENT ? 0 : -1;
@@ -120,17 +125,31 @@ server_clear_stale(const char *path, const struct sockaddr_un *sa, char **cause)
 		    path);
 		return -1;
 	}
-	/* We hold the lock, so a live peer here is a daemon without one. */
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1) {
-		*cause = xasprintf("socket: %s", strerror(errno));
-		return -1;
-	}
-	r = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
-	close(fd);
-	if (r == 0) {
-		*cause = xasprintf("a server is answering on %s; not replacing it",
-		    path);
-		return -1;
+	/*
+	 * We hold the lock, so a live peer here is a daemon without one, or
+	 * the listening socket of a daemon killed a moment ago: a child it
+	 * was starting holds a copy until its exec closes it. That one goes
+	 * away within milliseconds; a real server does not.
+	 */
+	for (tries = 0;; tries++) {
+		/* Non-blocking: a full backlog must not hang the start. */
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, 0)) == -1) {
+			*cause = xasprintf("socket: %s", strerror(errno));
+			return -1;
+		}
+		r = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
+		if (r != 0 && errno == EAGAIN)
+			r = 0;		/* a server there, too busy to accept */
+		close(fd);
+		if (r != 0)
+			break;
+		if (tries == SERVER_STALE_TRIES) {
+			*cause = xasprintf("a server is answering on %s; not "
+			    "replacing it", path);
+			return -1;
+		}
+		nanosleep(&pause, NULL);
 	}
 	log_info("removing stale socket %s", path);
 	if (unlink(path) != 0 && errno != ENOENT) {

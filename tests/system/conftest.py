@@ -173,13 +173,27 @@ class Daemon:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("gbrd exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            # Ready means this gbrd answers: a socket that accepts may be
+            # a killed daemon's, held for a moment by a child it was
+            # starting (its exec closes it), and never answers.
             try:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect(self.socket)
-                s.close()
-                return
-            except OSError:
-                time.sleep(0.01)
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(1.0)
+                    s.connect(self.socket)
+                    s.sendall(b'{"jsonrpc":"2.0","id":0,"method":"hello",'
+                              b'"params":{"protocol":1,"client":"pytest-ready/1"}}\n')
+                    buf = b""
+                    while not buf.endswith(b"\n"):
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                r = json.loads(buf) if buf.endswith(b"\n") else {}
+                if r.get("result", {}).get("pid") == self.proc.pid:
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
         raise RuntimeError("gbrd did not listen in time:\n" + self.log())
 
     def log(self):

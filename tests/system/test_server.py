@@ -7,6 +7,7 @@ import signal
 import socket
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
@@ -62,6 +63,43 @@ def test_stale_socket_after_kill9_is_replaced(daemon):
     daemon.start()
     assert "removing stale socket" in daemon.log()
     assert "result" in daemon.conn().call("daemon.ping")
+
+
+def test_live_server_on_the_path_is_not_replaced(make_daemon):
+    """Something else answering on the socket path is never displaced."""
+    d = make_daemon(start=False)
+    os.makedirs(d.sockdir, mode=0o700)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(d.socket)
+    srv.listen(8)
+    try:
+        d.start(wait=False)
+        d.expect_exit(1)
+        assert "a server is answering on" in d.log()
+        assert "removing stale socket" not in d.log()
+        assert stat.S_ISSOCK(os.lstat(d.socket).st_mode)
+    finally:
+        srv.close()
+
+
+def test_socket_that_stops_answering_soon_is_replaced(make_daemon):
+    """A daemon killed while starting a child leaves a socket that accepts
+    for a moment (the child holds it until its exec closes it): gbrd waits
+    that out instead of refusing to start."""
+    d = make_daemon(start=False)
+    os.makedirs(d.sockdir, mode=0o700)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(d.socket)
+    srv.listen(8)
+    closer = threading.Timer(0.3, srv.close)
+    closer.start()
+    try:
+        d.start()
+        assert "removing stale socket" in d.log()
+        assert "result" in d.conn().call("daemon.ping")
+    finally:
+        closer.cancel()
+        srv.close()
 
 
 def test_non_socket_in_the_way_is_not_removed(make_daemon):
