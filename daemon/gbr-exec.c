@@ -2173,6 +2173,12 @@ ge_server(const struct ge_opts *o)
 		fprintf(stderr, "gbr-exec: -S takes its socket as descriptor 3\n");
 		exit(125);
 	}
+	/*
+	 * Nothing else of the runner's: descriptors it left open across
+	 * the exec (its libraries' socketpairs, whatever its own parent
+	 * passed on) would live on in the server as long as it does.
+	 */
+	ge_close_from(4);
 #ifdef HAVE_SYS_PRCTL_H
 	if (ge_prctl(PR_SET_PDEATHSIG, SIGKILL, 0) != 0)
 		exit(125);

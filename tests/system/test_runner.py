@@ -978,3 +978,19 @@ def test_gbrd_output_streams_to_attached_clients(daemon):
             if p["type"] == "replay_complete":
                 break
     assert "tool.result" in replayed and "tool.output" not in replayed, replayed
+
+
+def test_fork_server_keeps_no_descriptor_of_gbrd(daemon):
+    """The fork server lives as long as gbrd: it holds its own socket (3),
+    stdio and its pidfd and signalfd, and nothing gbrd left open across the
+    exec (libcurl's socketpair, what gbrd's own parent passed on)."""
+    st = daemon.conn().call("daemon.status")["result"]["security"]["runner"]
+    if st["spawn"] != "forkserver":
+        pytest.skip("runs go direct here: %s" % st["spawn_why_direct"])
+    pid = st["fork_server"]["pid"]
+    fds = {int(n): os.readlink("/proc/%d/fd/%s" % (pid, n))
+           for n in os.listdir("/proc/%d/fd" % pid)}
+    assert fds[3].startswith("socket:"), fds
+    extra = {n: t for n, t in fds.items()
+             if n > 3 and not t.startswith("anon_inode:")}
+    assert not extra, "the fork server holds gbrd's descriptors: %s" % extra
