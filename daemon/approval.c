@@ -36,11 +36,9 @@
 #include <sys/queue.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -157,34 +155,6 @@ static void	 ap_sweep_closed(void);
 static const struct disklog_module ap_module = {
 	"approval", ap_snapshot, ap_restore, ap_replay
 };
-
-static int	 ap_fail(struct session_error *, enum gbr_err, json_t *,
-		    const char *, ...) __attribute__((format(printf, 4, 5)));
-
-/* Sets a session_error. Returns -1. */
-static int
-ap_fail(struct session_error *err, enum gbr_err kind, json_t *data,
-    const char *fmt, ...)
-{
-	va_list	ap;
-
-	err->kind = kind;
-	err->data = data;
-	va_start(ap, fmt);
-	err->message = xvasprintf(fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-/* Wall-clock milliseconds. */
-static int64_t
-ap_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The name of a state. */
 const char *
@@ -564,15 +534,15 @@ ap_fail_storage(struct session_error *err)
 	int	e = disklog_error();
 
 	if (e == EAGAIN)
-		return ap_fail(err, GBR_ERR_BUSY, NULL, "the disk log is "
+		return session_error_set(err, GBR_ERR_BUSY, NULL, "the disk log is "
 		    "behind; try again shortly");
 	if (e == ESHUTDOWN)
-		return ap_fail(err, GBR_ERR_SHUTTING_DOWN, NULL,
+		return session_error_set(err, GBR_ERR_SHUTTING_DOWN, NULL,
 		    "the daemon is shutting down");
 	if (e == EMSGSIZE)
-		return ap_fail(err, GBR_ERR_TOO_LARGE, NULL,
+		return session_error_set(err, GBR_ERR_TOO_LARGE, NULL,
 		    "the change is too large for the disk log");
-	return ap_fail(err, GBR_ERR_STORAGE, json_pack("{s:s}", "errno",
+	return session_error_set(err, GBR_ERR_STORAGE, json_pack("{s:s}", "errno",
 	    strerror(e)), "the disk log cannot take the change: %s",
 	    strerror(e));
 }
@@ -593,7 +563,7 @@ ap_record(const char *type, json_t *payload, int durable, struct ap_wait *w)
 		}
 		return -1;
 	}
-	if (ap_apply(type, payload, ap_now_ms()) != 0)
+	if (ap_apply(type, payload, osdep_now_ms()) != 0)
 		fatalx("approvals: %s was logged but does not apply", type);
 	return 0;
 }
@@ -732,17 +702,17 @@ approval_create(const struct approval_req *req, char *id, approval_done_cb cb,
 	struct ap_wait		*w;
 	struct session		*s;
 	json_t			*p;
-	int64_t			 now = ap_now_ms();
+	int64_t			 now = osdep_now_ms();
 
 	if (ap_broken)
-		return ap_fail(err, GBR_ERR_STORAGE, NULL, "approvals cannot "
+		return session_error_set(err, GBR_ERR_STORAGE, NULL, "approvals cannot "
 		    "change: the disk log failed; restart gbrd");
 	if ((s = session_find(req->session)) == NULL)
-		return ap_fail(err, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s}",
 		    "session", req->session), "session %s is closed",
 		    req->session);
 	if (ap_nlive >= cfg->approval_max_pending)
-		return ap_fail(err, GBR_ERR_LIMIT_REACHED, json_pack("{s:s, s:I}",
+		return session_error_set(err, GBR_ERR_LIMIT_REACHED, json_pack("{s:s, s:I}",
 		    "limit", "max_pending", "max",
 		    (json_int_t)cfg->approval_max_pending), "%u approvals are "
 		    "waiting, the configured maximum; decide some first",
@@ -897,7 +867,7 @@ approval_resolve(const char *id, enum approval_decision d, const char *content,
 	/* One whose session closed is withdrawn first, not applied. */
 	ap_sweep_closed();
 	if ((a = approval_get(id)) == NULL)
-		return ap_fail(err, GBR_ERR_APPROVAL_NOT_FOUND, json_pack("{s:s%}",
+		return session_error_set(err, GBR_ERR_APPROVAL_NOT_FOUND, json_pack("{s:s%}",
 		    "id", id, strlen(id) > 64 ? (size_t)64 : strlen(id)),
 		    "no approval has the id '%.64s'", id);
 	if (request_id != NULL && a->resolve_rid != NULL &&
@@ -910,51 +880,51 @@ approval_resolve(const char *id, enum approval_decision d, const char *content,
 		return 0;
 	}
 	if (!ap_open(a->state))
-		return ap_fail(err, GBR_ERR_ALREADY_RESOLVED, json_pack("{s:s, "
+		return session_error_set(err, GBR_ERR_ALREADY_RESOLVED, json_pack("{s:s, "
 		    "s:s, s:o}", "id", a->id, "state",
 		    approval_state_name(a->state), "decision", a->decided ?
 		    json_string(ap_decisions[a->decision]) : json_null()),
 		    "approval %s is already %s", a->id,
 		    approval_state_name(a->state));
 	if (ap_broken)
-		return ap_fail(err, GBR_ERR_STORAGE, NULL, "approvals cannot "
+		return session_error_set(err, GBR_ERR_STORAGE, NULL, "approvals cannot "
 		    "change: the disk log failed; restart gbrd");
 	if (reason != NULL && strlen(reason) > AP_REASON_MAX)
-		return ap_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "reason"), "reason: at most %d bytes",
 		    AP_REASON_MAX);
 	if (request_id != NULL && (strlen(request_id) == 0 ||
 	    strlen(request_id) > AP_RID_MAX))
-		return ap_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "request_id"), "request_id: 1 to %d bytes",
 		    AP_RID_MAX);
 	if (scope != NULL && strcmp(scope, "once") != 0 &&
 	    strcmp(scope, "session") != 0)
-		return ap_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "scope"), "scope: \"once\" or \"session\"");
 	if (d == APPROVAL_EDIT) {
 		if (content == NULL)
-			return ap_fail(err, GBR_ERR_INVALID_PARAMS,
+			return session_error_set(err, GBR_ERR_INVALID_PARAMS,
 			    json_pack("{s:s}", "field", "content"), "content: "
 			    "required for edit (the whole new file)");
 		if (strcmp(a->tool, "write_file") != 0 &&
 		    strcmp(a->tool, "edit_file") != 0)
-			return ap_fail(err, GBR_ERR_INVALID_PARAMS,
+			return session_error_set(err, GBR_ERR_INVALID_PARAMS,
 			    json_pack("{s:s}", "field", "decision"), "edit "
 			    "applies to file changes only; this is %s", a->tool);
 		if (content_len > APPROVAL_CONTENT_MAX)
-			return ap_fail(err, GBR_ERR_TOO_LARGE, json_pack("{s:s}",
+			return session_error_set(err, GBR_ERR_TOO_LARGE, json_pack("{s:s}",
 			    "field", "content"), "content: over %d bytes",
 			    APPROVAL_CONTENT_MAX);
 	} else if (content != NULL)
-		return ap_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "content"), "content: only for edit");
 	/* .gbr_envs changes are asked every time: no grant for them. */
 	if (d != APPROVAL_DENY && scope != NULL && strcmp(scope, "session") == 0 &&
 	    a->why != APPROVAL_WHY_ENV_DIR)
 		session_scope = 1;
 	if (session_scope && ap_ngrants >= APPROVAL_GRANTS_MAX)
-		return ap_fail(err, GBR_ERR_LIMIT_REACHED, json_pack("{s:s, s:I}",
+		return session_error_set(err, GBR_ERR_LIMIT_REACHED, json_pack("{s:s, s:I}",
 		    "limit", "grants", "max", (json_int_t)APPROVAL_GRANTS_MAX),
 		    "%d session grants exist; revoke some first",
 		    APPROVAL_GRANTS_MAX);
@@ -974,7 +944,7 @@ approval_resolve(const char *id, enum approval_decision d, const char *content,
 		while (ap_grant_get(gid) != NULL);
 		json_object_set_new(f, "grant", json_pack("{s:s, s:s, s:s, s:s, "
 		    "s:I}", "id", gid, "session", a->session, "tool", a->tool,
-		    "approval", a->id, "created_ms", (json_int_t)ap_now_ms()));
+		    "approval", a->id, "created_ms", (json_int_t)osdep_now_ms()));
 		if (a->path != NULL)
 			json_object_set_new(json_object_get(f, "grant"), "path",
 			    json_string(a->path));
@@ -1344,11 +1314,11 @@ approval_revoke(const char *grant_id, approval_done_cb cb, void *arg,
 	json_t		*p;
 
 	if (ap_grant_get(grant_id) == NULL)
-		return ap_fail(err, GBR_ERR_NOT_FOUND, json_pack("{s:s%}",
+		return session_error_set(err, GBR_ERR_NOT_FOUND, json_pack("{s:s%}",
 		    "grant", grant_id, strlen(grant_id) > 64 ? (size_t)64 :
 		    strlen(grant_id)), "no grant has the id '%.64s'", grant_id);
 	if (ap_broken)
-		return ap_fail(err, GBR_ERR_STORAGE, NULL, "approvals cannot "
+		return session_error_set(err, GBR_ERR_STORAGE, NULL, "approvals cannot "
 		    "change: the disk log failed; restart gbrd");
 	w = ap_wait_new(ap_revoked_written, NULL, cb, arg);
 	w->reply = json_pack("{s:b, s:s}", "revoked", 1, "id", grant_id);
@@ -1370,7 +1340,7 @@ ap_timer_cb(evutil_socket_t fd, short events, void *arg)
 	char		(*ids)[APPROVAL_ID_LEN + 1];
 	size_t		 i, n;
 
-	ids = ap_collect(ap_due, ap_now_ms(), &n);
+	ids = ap_collect(ap_due, osdep_now_ms(), &n);
 	for (i = 0; i < n && !ap_broken; i++) {
 		if ((a = approval_get(ids[i])) == NULL || !ap_open(a->state))
 			continue;
@@ -1403,7 +1373,7 @@ ap_schedule(void)
 		evtimer_del(ap_timer);
 		return;
 	}
-	wait = next - ap_now_ms();
+	wait = next - osdep_now_ms();
 	if (wait < 0)
 		wait = 0;
 	/* Wake at least hourly: the wall clock may jump. */
@@ -1578,7 +1548,7 @@ approval_recover(void)
 		p = json_pack("{s:s, s:s}", "id", a->id, "note", note);
 		if (cfg->approval_expire_after != 0)
 			json_object_set_new(p, "expires_ms", json_integer(
-			    (json_int_t)(ap_now_ms() +
+			    (json_int_t)(osdep_now_ms() +
 			    (int64_t)cfg->approval_expire_after * 1000)));
 		if (ap_record("approval.interrupted", p, 1, NULL) != 0)
 			log_error("approval %s: cannot mark it interrupted: %s",

@@ -262,16 +262,6 @@ static struct {
 static void	dl_done_cb(evutil_socket_t, short, void *);
 static void	dl_read_done_cb(evutil_socket_t, short, void *);
 
-/* Wall-clock milliseconds. */
-static int64_t
-dl_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Monotonic milliseconds. */
 static uint64_t
 dl_mono_ms(void)
@@ -551,7 +541,7 @@ dl_switch(uint64_t first_seq, int do_sync)
 	memset(&h, 0, sizeof h);
 	h.log_id = dl.log_id;
 	h.first_seq = first_seq;
-	h.created_ms = dl_now_ms();
+	h.created_ms = osdep_now_ms();
 	logfmt_seghdr_encode(head, &h);
 	if ((err = fault_inject("disklog.create")) != 0) {
 		errno = err;
@@ -700,7 +690,7 @@ dl_write_snapshot(const struct dl_snapjob *job)
 	memset(&h, 0, sizeof h);
 	h.log_id = dl.log_id;
 	h.seq = job->seq;
-	h.created_ms = dl_now_ms();
+	h.created_ms = osdep_now_ms();
 	h.body_len = job->len;
 	h.body_crc = logfmt_crc(0, job->body, job->len);
 	logfmt_snaphdr_encode(head, &h);
@@ -1196,7 +1186,7 @@ disklog_append_flags(const char *type, const json_t *payload, int flags,
 	}
 	size = k.len;
 	seq = dl.next_seq;
-	ts = dl_now_ms();
+	ts = osdep_now_ms();
 	logfmt_record_seal(dl.scratch, seq, ts, type, tl, data_len);
 
 	pthread_mutex_lock(&dl.mtx);
@@ -1314,7 +1304,7 @@ dl_failed(int err, const char *op, uint64_t good)
 	dl.next_seq = good + 1;
 	if (!dl.err_active) {
 		dl.err_active = 1;
-		dl.err_now.since_ms = dl_now_ms();
+		dl.err_now.since_ms = osdep_now_ms();
 	}
 	dl.err_now.err = err;
 	dl.err_now.op = op;
@@ -2057,7 +2047,7 @@ dl_open_active(char **cause)
 	memset(&h, 0, sizeof h);
 	h.log_id = dl.log_id;
 	h.first_seq = dl.next_seq;
-	h.created_ms = dl_now_ms();
+	h.created_ms = osdep_now_ms();
 	logfmt_seghdr_encode(head, &h);
 	if (fd == -1 || dl_pwrite_all(fd, head, sizeof head, 0) != 0 ||
 	    dl_datasync(fd) != 0 || fsync(dl.dirfd) != 0) {

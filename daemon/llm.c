@@ -989,66 +989,6 @@ llm_local_done(void *arg, const struct http_result *res)
 	llm_local_run(-1, 0, NULL);
 }
 
-/* Asks a local Ollama which model it offers. */
-int
-llm_local_probe(const char *base, llm_local_cb cb, void *arg)
-{
-	struct http_request	 hr;
-	struct llm_waiter	*w, **pp;
-	char			*url, *cause;
-
-	if (llm_local.nwaiters >= LLM_LOCAL_WAITERS_MAX)
-		return -1;
-	if (llm_local.url != NULL && strcmp(llm_local.url, base) != 0 &&
-	    llm_local.req == NULL) {
-		llm_local.known = 0;
-		free(llm_local.url);
-		llm_local.url = NULL;
-	}
-	w = xcalloc(1, sizeof *w);
-	w->cb = cb;
-	w->arg = arg;
-	for (pp = &llm_local.waiters; *pp != NULL; pp = &(*pp)->next)
-		;
-	*pp = w;
-	llm_local.nwaiters++;
-	if (llm_local.req != NULL)
-		return 0;
-	if (llm_local.known &&
-	    gbrd_uptime_ms() - llm_local.when_ms < LLM_LOCAL_FRESH_MS) {
-		llm_local_wake();
-		return 0;
-	}
-	free(llm_local.url);
-	llm_local.url = xstrdup(base);
-	{
-		char	*b = llm_base_trim(base);
-
-		url = xasprintf("%s/api/tags", b);
-		free(b);
-	}
-	memset(&hr, 0, sizeof hr);
-	hr.method = "GET";
-	hr.url = url;
-	hr.connect_timeout_ms = 500;
-	hr.total_timeout_ms = 3000;
-	hr.max_response_bytes = LLM_LOCAL_BODY_MAX;
-	llm_local.req = http_start(&hr, llm_local_data, llm_local_done, NULL,
-	    &cause);
-	free(url);
-	if (llm_local.req == NULL) {
-		log_debug("llm: cannot probe for Ollama: %s", cause);
-		free(cause);
-		/* Remember "none" and answer from the loop. */
-		free(llm_local.model);
-		llm_local.model = NULL;
-		llm_local.known = 1;
-		llm_local.when_ms = gbrd_uptime_ms();
-		llm_local_wake();
-	}
-	return 0;
-}
-
 /* Starts a probe nobody waits for (at start, and to refresh an old answer). */
 static void
 llm_local_refresh(const char *base)
@@ -1076,6 +1016,46 @@ llm_local_refresh(const char *base)
 		log_debug("llm: cannot probe for Ollama: %s", cause);
 		free(cause);
 	}
+}
+
+/* Asks a local Ollama which model it offers. */
+int
+llm_local_probe(const char *base, llm_local_cb cb, void *arg)
+{
+	struct llm_waiter	*w, **pp;
+
+	if (llm_local.nwaiters >= LLM_LOCAL_WAITERS_MAX)
+		return -1;
+	if (llm_local.url != NULL && strcmp(llm_local.url, base) != 0 &&
+	    llm_local.req == NULL) {
+		llm_local.known = 0;
+		free(llm_local.url);
+		llm_local.url = NULL;
+	}
+	w = xcalloc(1, sizeof *w);
+	w->cb = cb;
+	w->arg = arg;
+	for (pp = &llm_local.waiters; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = w;
+	llm_local.nwaiters++;
+	if (llm_local.req != NULL)
+		return 0;
+	if (llm_local.known &&
+	    gbrd_uptime_ms() - llm_local.when_ms < LLM_LOCAL_FRESH_MS) {
+		llm_local_wake();
+		return 0;
+	}
+	llm_local_refresh(base);
+	if (llm_local.req == NULL) {
+		/* Remember "none" and answer from the loop. */
+		free(llm_local.model);
+		llm_local.model = NULL;
+		llm_local.known = 1;
+		llm_local.when_ms = gbrd_uptime_ms();
+		llm_local_wake();
+	}
+	return 0;
 }
 
 /*

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "osdep.h"
@@ -72,6 +73,16 @@ osdep_raise_nofile(void)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	return rl.rlim_cur == RLIM_INFINITY ? -1 : (long)rl.rlim_cur;
+}
+
+/* Wall-clock time in milliseconds since the epoch. */
+int64_t
+osdep_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Fills buf with random bytes. */

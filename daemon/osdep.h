@@ -7,6 +7,8 @@
 
 #include <sys/types.h>
 
+#include <stdint.h>
+
 /*
  * Gets the uid (and pid, -1 if unknown) of a Unix socket's peer. Returns -1
  * where the platform cannot tell: callers then refuse the peer (fail closed).
@@ -18,5 +20,7 @@ const char	*osdep_peer_cred_method(void);
 long		 osdep_raise_nofile(void);
 /* Fills buf with random bytes (getrandom, else /dev/urandom). Returns 0 or -1. */
 int		 osdep_random(void *buf, size_t len);
+/* Wall-clock time in milliseconds since the epoch. */
+int64_t		 osdep_now_ms(void);
 
 #endif

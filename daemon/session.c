@@ -296,12 +296,9 @@ static const struct disklog_module session_module = {
 	"session", session_snapshot, session_restore, session_replay
 };
 
-static int	 session_fail(struct session_error *, enum gbr_err, json_t *,
-		    const char *, ...) __attribute__((format(printf, 4, 5)));
-
-/* Sets a session_error. */
-static int
-session_fail(struct session_error *err, enum gbr_err kind, json_t *data,
+/* Fills a session_error (see session.h). Returns -1. */
+int
+session_error_set(struct session_error *err, enum gbr_err kind, json_t *data,
     const char *fmt, ...)
 {
 	va_list	ap;
@@ -312,16 +309,6 @@ session_fail(struct session_error *err, enum gbr_err kind, json_t *data,
 	err->message = xvasprintf(fmt, ap);
 	va_end(ap);
 	return -1;
-}
-
-/* Wall-clock milliseconds. */
-static int64_t
-session_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Returns the name of a state. */
@@ -1262,7 +1249,7 @@ static json_t *
 session_payload(struct session *s, const char *type)
 {
 	return json_pack("{s:s, s:I, s:I, s:s}", "session", s->id,
-	    "seq", (json_int_t)(s->seq + 1), "ts", (json_int_t)session_now_ms(),
+	    "seq", (json_int_t)(s->seq + 1), "ts", (json_int_t)osdep_now_ms(),
 	    "type", type);
 }
 
@@ -1511,16 +1498,16 @@ session_fail_storage(struct session_error *err)
 
 	switch (e) {
 	case EAGAIN:
-		return session_fail(err, GBR_ERR_BUSY, NULL, "the disk log is "
+		return session_error_set(err, GBR_ERR_BUSY, NULL, "the disk log is "
 		    "behind; try again shortly");
 	case ESHUTDOWN:
-		return session_fail(err, GBR_ERR_SHUTTING_DOWN, NULL,
+		return session_error_set(err, GBR_ERR_SHUTTING_DOWN, NULL,
 		    "the daemon is shutting down");
 	case EMSGSIZE:
-		return session_fail(err, GBR_ERR_TOO_LARGE, NULL,
+		return session_error_set(err, GBR_ERR_TOO_LARGE, NULL,
 		    "the change is too large for the disk log");
 	default:
-		return session_fail(err, GBR_ERR_STORAGE, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_STORAGE, json_pack("{s:s}",
 		    "errno", strerror(e)), "the disk log cannot take the "
 		    "change: %s", strerror(e));
 	}
@@ -1532,7 +1519,7 @@ session_check_broken(struct session *s, struct session_error *err)
 {
 	if (!s->broken)
 		return 0;
-	return session_fail(err, GBR_ERR_STORAGE, NULL, "session %s cannot "
+	return session_error_set(err, GBR_ERR_STORAGE, NULL, "session %s cannot "
 	    "change: the disk log failed; restart gbrd", s->id);
 }
 
@@ -1554,7 +1541,7 @@ session_existing(struct session *s, json_t *extra, session_done_cb cb,
 
 	if ((pe = pending_find(s, 1)) != NULL) {
 		if (pending_wait(pe, cb, arg, extra) != 0)
-			return session_fail(err, GBR_ERR_BUSY, NULL,
+			return session_error_set(err, GBR_ERR_BUSY, NULL,
 			    "too many requests wait for this session");
 		return 0;
 	}
@@ -1594,12 +1581,12 @@ session_create(const char *workspace, const char *env, const char *system,
 	char			 id[SESSION_ID_LEN + 1];
 
 	if (request_id != NULL && !session_rid_valid(request_id))
-		return session_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "request_id"), "request_id: 1 to %d printable "
 		    "characters", SESSION_RID_MAX);
 	if (request_id != NULL && (cr = create_rid_find(request_id)) != NULL) {
 		if ((s = smap_find(&session_ids, cr->session)) == NULL)
-			return session_fail(err, GBR_ERR_SESSION_NOT_FOUND,
+			return session_error_set(err, GBR_ERR_SESSION_NOT_FOUND,
 			    json_pack("{s:s}", "session", cr->session),
 			    "the session this request created (%s) is closed",
 			    cr->session);
@@ -1621,7 +1608,7 @@ session_create(const char *workspace, const char *env, const char *system,
 			}
 		}
 		if (best != NULL && strcmp(best->workspace, workspace) != 0)
-			return session_fail(err, GBR_ERR_ALREADY_EXISTS,
+			return session_error_set(err, GBR_ERR_ALREADY_EXISTS,
 			    json_pack("{s:s, s:s}", "name", name, "workspace",
 			    best->workspace), "session '%s' exists on another "
 			    "workspace (%s)", name, best->workspace);
@@ -1630,18 +1617,18 @@ session_create(const char *workspace, const char *env, const char *system,
 			    "created", 0), cb, arg, err);
 	}
 	if (name != NULL && smap_find(&session_names, name) != NULL)
-		return session_fail(err, GBR_ERR_ALREADY_EXISTS,
+		return session_error_set(err, GBR_ERR_ALREADY_EXISTS,
 		    json_pack("{s:s}", "name", name),
 		    "a session named '%s' exists", name);
 	if (session_ids.n >= cfg->session_max)
-		return session_fail(err, GBR_ERR_LIMIT_REACHED,
+		return session_error_set(err, GBR_ERR_LIMIT_REACHED,
 		    json_pack("{s:s, s:I}", "limit", "max_sessions", "max",
 		    (json_int_t)cfg->session_max),
 		    "%u sessions are open, the configured maximum; close one "
 		    "first", cfg->session_max);
 	session_new_id(id);
 	p = json_pack("{s:s, s:I, s:I, s:s}", "session", id, "seq", (json_int_t)1,
-	    "ts", (json_int_t)session_now_ms(), "type", "session.created");
+	    "ts", (json_int_t)osdep_now_ms(), "type", "session.created");
 	if (name != NULL)
 		json_object_set_new(p, "name", json_string(name));
 	json_object_set_new(p, "workspace", json_string(workspace));
@@ -1678,7 +1665,7 @@ session_send(struct session *s, const char *text, const char *request_id,
 	uint64_t		 turn;
 
 	if (request_id != NULL && !session_rid_valid(request_id))
-		return session_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "request_id"), "request_id: 1 to %d printable "
 		    "characters", SESSION_RID_MAX);
 	if (request_id != NULL && (r = rid_find(s, request_id)) != NULL) {
@@ -1686,7 +1673,7 @@ session_send(struct session *s, const char *text, const char *request_id,
 		p = json_pack("{s:b}", "duplicate", 1);
 		if ((pe = pending_find(s, r->seq)) != NULL) {
 			if (pending_wait(pe, cb, arg, p) != 0)
-				return session_fail(err, GBR_ERR_BUSY, NULL,
+				return session_error_set(err, GBR_ERR_BUSY, NULL,
 				    "too many resends wait for this message");
 			return 0;
 		}
@@ -1699,21 +1686,21 @@ session_send(struct session *s, const char *text, const char *request_id,
 	if (session_check_broken(s, err) != 0)
 		return -1;
 	if (tlen == 0)
-		return session_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "text"), "text: must not be empty");
 	if (tlen > cfg->session_max_text_bytes)
-		return session_fail(err, GBR_ERR_TOO_LARGE, json_pack("{s:s, s:I}",
+		return session_error_set(err, GBR_ERR_TOO_LARGE, json_pack("{s:s, s:I}",
 		    "field", "text", "max_bytes",
 		    (json_int_t)cfg->session_max_text_bytes),
 		    "text: %zu bytes, over the limit of %zu", tlen,
 		    cfg->session_max_text_bytes);
 	if (s->state != SESSION_IDLE && s->state != SESSION_INTERRUPTED)
-		return session_fail(err, GBR_ERR_BUSY, json_pack("{s:s}", "state",
+		return session_error_set(err, GBR_ERR_BUSY, json_pack("{s:s}", "state",
 		    session_state_name(s->state)), "session %s is %s; wait for "
 		    "the turn to end or cancel it", s->id,
 		    session_state_name(s->state));
 	if (s->nhist + 1 > cfg->session_history_messages)
-		return session_fail(err, GBR_ERR_LIMIT_REACHED,
+		return session_error_set(err, GBR_ERR_LIMIT_REACHED,
 		    json_pack("{s:s, s:I}", "limit", "history_messages", "max",
 		    (json_int_t)cfg->session_history_messages), "the history of "
 		    "session %s is full (%zu messages); start a new session",
@@ -1727,7 +1714,7 @@ session_send(struct session *s, const char *text, const char *request_id,
 	if (s->hist_bytes + len > cfg->session_history_bytes) {
 		json_decref(m);
 		json_decref(p);
-		return session_fail(err, GBR_ERR_LIMIT_REACHED,
+		return session_error_set(err, GBR_ERR_LIMIT_REACHED,
 		    json_pack("{s:s, s:I}", "limit", "history_bytes", "max",
 		    (json_int_t)cfg->session_history_bytes), "the history of "
 		    "session %s is full (%llu bytes); start a new session",
@@ -2155,19 +2142,19 @@ session_attach(struct session *s, struct conn *c, int has_after,
 	json_t			*res;
 
 	if (conn_closing(c))
-		return session_fail(err, GBR_ERR_INVALID_REQUEST, NULL,
+		return session_error_set(err, GBR_ERR_INVALID_REQUEST, NULL,
 		    "the connection is closing");
 	if ((a = attach_find(s, c)) != NULL)
 		attach_remove(a);	/* attaching again restarts the stream */
 	else {
 		if (s->nattached >= cfg->session_max_attached)
-			return session_fail(err, GBR_ERR_LIMIT_REACHED,
+			return session_error_set(err, GBR_ERR_LIMIT_REACHED,
 			    json_pack("{s:s, s:I}", "limit", "max_attached", "max",
 			    (json_int_t)cfg->session_max_attached), "%u clients "
 			    "are attached to session %s, the configured maximum",
 			    s->nattached, s->id);
 		if (attach_count(c) >= SESSION_CONN_ATTACH_MAX)
-			return session_fail(err, GBR_ERR_LIMIT_REACHED,
+			return session_error_set(err, GBR_ERR_LIMIT_REACHED,
 			    json_pack("{s:s, s:I}", "limit", "attach_per_connection",
 			    "max", (json_int_t)SESSION_CONN_ATTACH_MAX), "this "
 			    "connection is attached to %d sessions already",
@@ -2754,7 +2741,7 @@ session_message_flags(struct session *s, const char *type, json_t *message,
 	if ((request_id != NULL && !session_rid_valid(request_id)) ||
 	    session_check_broken(s, err) != 0) {
 		if (request_id != NULL && !session_rid_valid(request_id))
-			session_fail(err, GBR_ERR_INVALID_PARAMS,
+			session_error_set(err, GBR_ERR_INVALID_PARAMS,
 			    json_pack("{s:s}", "field", "request_id"),
 			    "request_id: 1 to %d printable characters",
 			    SESSION_RID_MAX);
@@ -2773,7 +2760,7 @@ session_message_flags(struct session *s, const char *type, json_t *message,
 		json_decref(message);
 		json_decref(fields);
 		json_decref(result);
-		return session_fail(err, GBR_ERR_LIMIT_REACHED,
+		return session_error_set(err, GBR_ERR_LIMIT_REACHED,
 		    json_pack("{s:s}", "limit", "history"), "the history of "
 		    "session %s is full; start a new session", s->id);
 	}
@@ -2910,7 +2897,7 @@ session_live(struct session *s, const char *type, json_t *fields)
 		return -1;
 	}
 	p = json_pack("{s:s, s:I, s:I, s:s}", "session", s->id, "seq",
-	    (json_int_t)s->announced, "ts", (json_int_t)session_now_ms(),
+	    (json_int_t)s->announced, "ts", (json_int_t)osdep_now_ms(),
 	    "type", type);
 	if (fields != NULL) {
 		json_object_update_missing(p, fields);

@@ -46,6 +46,11 @@ struct session_error {
 	json_t		*data;		/* new reference or NULL */
 };
 
+/* Fills err (data stolen, message formatted). Returns -1. */
+int		 session_error_set(struct session_error *, enum gbr_err,
+		    json_t *data, const char *fmt, ...)
+		    __attribute__((format(printf, 4, 5)));
+
 /*
  * Called once a change is in the log (error 0) or could not be written
  * (error is an errno value). result is borrowed: take a reference to keep it.

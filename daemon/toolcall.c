@@ -21,7 +21,6 @@
 #include <sys/queue.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,21 +110,6 @@ static void	tc_record_result(struct toolcall *, int, enum gbr_err,
 static void	tc_ask(struct toolcall *, struct approval_req *);
 static void	tc_run(struct toolcall *, const char *, json_t *, int);
 static char	*tc_command_line(char **);
-
-/* Fills a session_error. Returns -1. */
-static int __attribute__((format(printf, 4, 5)))
-tc_fail(struct session_error *err, enum gbr_err kind, json_t *data,
-    const char *fmt, ...)
-{
-	va_list	ap;
-
-	err->kind = kind;
-	err->data = data;
-	va_start(ap, fmt);
-	err->message = xvasprintf(fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* The deferred work of a call: notifications, then (once done) the end. */
 static void	tc_deferred_cb(evutil_socket_t, short, void *);
@@ -1034,7 +1018,7 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 		*handle = NULL;
 	rid = opts->request_id;
 	if ((s = session_find(session)) == NULL)
-		return tc_fail(err, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s%}",
+		return session_error_set(err, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s%}",
 		    "session", session, strlen(session) > 64 ? (size_t)64 :
 		    strlen(session)), "no open session has the id or name "
 		    "'%.64s'", session);
@@ -1042,11 +1026,11 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 		if (i >= 128 || rid[i] < 0x21 || rid[i] > 0x7e)
 			break;
 	if (rid != NULL && (i == 0 || rid[i] != '\0'))
-		return tc_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "request_id"), "request_id: 1 to 128 printable "
 		    "characters");
 	if (opts->call_id != NULL && !tc_call_id_valid(opts->call_id))
-		return tc_fail(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		return session_error_set(err, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "call_id"), "call_id: 1 to %d of [A-Za-z0-9_.:-]",
 		    TOOLCALL_ID_MAX);
 	if (rid != NULL) {
@@ -1057,7 +1041,7 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 			    c->state == TC_DONE)
 				continue;
 			if (tc_add_waiter(c, opts, cb, arg, 1) != 0)
-				return tc_fail(err, GBR_ERR_BUSY, NULL, "too many "
+				return session_error_set(err, GBR_ERR_BUSY, NULL, "too many "
 				    "resends wait for this call");
 			if (c->state == TC_WAITING)
 				tc_kick(c);
@@ -1087,13 +1071,13 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 		tc_free(c);
 	}
 	if (tool_check(tool, args, &kind, &reason) != 0) {
-		tc_fail(err, kind, json_pack("{s:s}", "field", "args"), "%s",
+		session_error_set(err, kind, json_pack("{s:s}", "field", "args"), "%s",
 		    reason);
 		free(reason);
 		return -1;
 	}
 	if (reload_session(s, &env, &sb, &reason) != 0) {
-		tc_fail(err, GBR_ERR_INVALID_ENV, NULL, "%s", reason);
+		session_error_set(err, GBR_ERR_INVALID_ENV, NULL, "%s", reason);
 		free(reason);
 		return -1;
 	}
@@ -1101,7 +1085,7 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 		TAILQ_FOREACH(c, &tc_calls, entry)
 			if (strcmp(c->call_id, opts->call_id) == 0 &&
 			    strcmp(c->session, session_id(s)) == 0)
-				return tc_fail(err, GBR_ERR_ALREADY_EXISTS,
+				return session_error_set(err, GBR_ERR_ALREADY_EXISTS,
 				    json_pack("{s:s}", "call_id", opts->call_id),
 				    "a call with this call_id is in flight");
 		snprintf(id, sizeof id, "%s", opts->call_id);
