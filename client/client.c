@@ -424,6 +424,24 @@ client_read(struct client *cl, int timeout_ms, char **cause)
 	}
 }
 
+/* Writes all of buf to fd (see client.h). */
+int
+client_write_fd(int fd, const char *buf, size_t len)
+{
+	ssize_t	n;
+
+	while (len > 0) {
+		n = write(fd, buf, len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* Sends one line, all of it. */
 static int
 client_write(struct client *cl, const char *buf, size_t len, char **cause)

@@ -52,6 +52,8 @@ json_t		*client_read(struct client *, int timeout_ms, char **cause);
 
 /* Starts gbrd on path if nobody answers there (under the start lock). */
 int		 client_start_daemon(const char *path, char **cause);
+/* Writes all of buf to fd (a file), retrying on EINTR. 0, or -1 (errno). */
+int		 client_write_fd(int fd, const char *buf, size_t len);
 
 /* The error kind of a response, or NULL if it is not an error. */
 const char	*client_error_kind(const json_t *response);

@@ -337,24 +337,6 @@ ctl_deny(struct ctl *ctl, int argc, char **argv)
 	return ctl_resolve(ctl, o.pos[0], "deny", &o, NULL, 0);
 }
 
-/* Writes all of buf to fd. */
-static int
-ctl_write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t	n;
-
-	while (len > 0) {
-		n = write(fd, buf, len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Reads a whole file of at most max bytes. New buffer, or NULL with errno. */
 static char *
 ctl_read_file(const char *path, size_t max, size_t *len)
@@ -484,7 +466,7 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 		path = xasprintf("%s/gbr-edit-XXXXXX", tmpdir);
 	}
 	if ((fd = mkstemp(path)) == -1 || fchmod(fd, 0600) != 0 ||
-	    ctl_write_all(fd, json_string_value(content),
+	    client_write_fd(fd, json_string_value(content),
 	    json_string_length(content)) != 0 || close(fd) != 0) {
 		fprintf(stderr, "gbrctl: cannot write a temporary file in %s: "
 		    "%s\n", tmpdir, strerror(errno));

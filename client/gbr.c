@@ -1471,24 +1471,6 @@ gbr_edit_suffix(const char *path, char *buf, size_t size)
 	return buf;
 }
 
-/* Writes all of buf to fd. */
-static int
-gbr_write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t	n;
-
-	while (len > 0) {
-		if ((n = write(fd, buf, len)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /*
  * "e" or /edit: the proposed content in the editor, on a private
  * temporary file; what the person saves is sent as the decision "edit".
@@ -1531,7 +1513,7 @@ gbr_edit(const char *key)
 		goto out;
 	}
 	keep = 1;
-	if (fchmod(fd, 0600) != 0 || gbr_write_all(fd, proposed, plen) != 0) {
+	if (fchmod(fd, 0600) != 0 || client_write_fd(fd, proposed, plen) != 0) {
 		gbr_say("! cannot write %s: %s\n", path, strerror(errno));
 		close(fd);
 		goto out;
