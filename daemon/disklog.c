@@ -86,6 +86,14 @@
 #define DL_WAKE_BYTES	(256U * 1024)
 /* The longest a lazy record waits in memory for the writer (ms). */
 #define DL_LINGER_MS	2
+/*
+ * A batch the loop may write itself (see dl_write_inline): at most this
+ * many bytes, and never again for DL_INLINE_PAUSE_MS after a write that
+ * took longer than DL_INLINE_SLOW_US (the kernel throttling a writer).
+ */
+#define DL_INLINE_MAX		(64U * 1024)
+#define DL_INLINE_SLOW_US	1000
+#define DL_INLINE_PAUSE_MS	1000
 
 struct dl_buf {
 	unsigned char	*data;
@@ -169,6 +177,8 @@ static struct {
 	struct event		*ev_kick;	/* wakes the writer after this pass */
 	int			 kick_pending;
 	struct event		*ev_linger;	/* wakes it for lazy records */
+	uint64_t		 inline_off_ms;	/* monotonic; no inline write before */
+	uint64_t		 inline_batches;
 	uint64_t		 next_seq;
 	uint64_t		 done_seq;
 	unsigned		 epoch;
@@ -206,6 +216,7 @@ static struct {
 	pthread_cond_t		 wcond;
 	struct dl_buf		 open_buf;
 	int			 w_waiting;
+	int			 w_inline;	/* the loop holds the writer's state */
 	int			 w_stop;
 	int			 w_retry;
 	struct dl_snapjob	*snapjob;
@@ -796,6 +807,13 @@ dl_writer_main(void *arg)
 
 	pthread_mutex_lock(&dl.mtx);
 	for (;;) {
+		if (dl.w_inline) {
+			/* The loop is writing a batch with our state: wait. */
+			dl.w_waiting = 1;
+			pthread_cond_wait(&dl.wcond, &dl.mtx);
+			dl.w_waiting = 0;
+			continue;
+		}
 		/*
 		 * A snapshot goes after the records it covers; if they failed
 		 * (or the writer stops without them) it is cancelled.
@@ -1324,6 +1342,76 @@ dl_failed(int err, const char *op, uint64_t good)
 }
 
 /*
+ * Writes the open batch from the loop thread instead of waking the
+ * writer, when that is safe and cheap: the writer sleeps, the batch needs
+ * no fsync, is small, fits in the active segment, and nothing else (a
+ * snapshot, a failure, a stop) waits for the writer. A write(2) of a few
+ * KiB into the page cache costs less than the two thread wake-ups of a
+ * hand-off (the writer's, then the loop's), and the callbacks run at once.
+ * A slow write (the kernel throttling dirty pages) turns this off for a
+ * while, so the loop is never held up for long twice.
+ *
+ * Called with mtx held and the writer asleep (w_waiting); returns with mtx
+ * held. Returns 1 if the batch was written (or failed) here, 0 if the
+ * writer must take it.
+ */
+static int
+dl_write_inline(void)
+{
+	struct disklog_opts	 o;
+	struct dl_buf		 tmp;
+	struct timespec		 t0, t1;
+	uint64_t		 us;
+
+	if (dl.open_buf.durable || dl.open_buf.len > DL_INLINE_MAX ||
+	    dl.snapjob != NULL || dl.w_retry || dl.w_stop || dl.w_failed ||
+	    dl.w_need_repair || dl.open_buf.epoch != dl.epoch ||
+	    (dl.inline_off_ms != 0 && dl_mono_ms() < dl.inline_off_ms))
+		return 0;
+	/* A batch that would start a segment is the writer's (it syncs). */
+	if (dl_seg_active()->size + dl.open_buf.len > dl_seg_limit(&dl.w_opts))
+		return 0;
+	dl.w_inline = 1;
+	tmp = dl.busy;
+	dl.busy = dl.open_buf;
+	dl.open_buf = tmp;
+	dl.open_buf.len = 0;
+	dl.open_buf.durable = 0;
+	dl.open_buf.first_seq = dl.open_buf.last_seq = 0;
+	o = dl.w_opts;
+	pthread_mutex_unlock(&dl.mtx);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dl_write_batch(&dl.busy, &o);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	dl.busy.len = 0;
+	us = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
+	    (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000;
+	if (us > DL_INLINE_SLOW_US) {
+		dl.inline_off_ms = dl_mono_ms() + DL_INLINE_PAUSE_MS;
+		log_debug("disk log: a write took %" PRIu64 " us; the writer "
+		    "thread takes every batch for %d ms", us,
+		    DL_INLINE_PAUSE_MS);
+	}
+	dl.inline_batches++;
+	dl_done_cb(-1, 0, NULL);
+
+	pthread_mutex_lock(&dl.mtx);
+	dl.w_inline = 0;
+	/*
+	 * A snapshot the callbacks asked for, a stop or a large batch is the
+	 * writer's now (it was woken while we held its state, and went back
+	 * to sleep). Other records they appended have their kick or linger.
+	 */
+	if (dl.snapjob != NULL || dl.w_retry || dl.w_stop ||
+	    dl.open_buf.len >= DL_WAKE_BYTES ||
+	    (dl.open_buf.len > 0 && !dl.kick_pending &&
+	    !evtimer_pending(dl.ev_linger, NULL)))
+		pthread_cond_signal(&dl.wcond);
+	return 1;
+}
+
+/*
  * The end of a loop pass that appended, or a lazy record's time is up:
  * wakes the writer if it sleeps.
  */
@@ -1333,7 +1421,7 @@ dl_kick_cb(evutil_socket_t fd, short events, void *arg)
 	if (arg == NULL)
 		dl.kick_pending = 0;
 	pthread_mutex_lock(&dl.mtx);
-	if (dl.w_waiting && dl.open_buf.len > 0)
+	if (dl.w_waiting && dl.open_buf.len > 0 && !dl_write_inline())
 		pthread_cond_signal(&dl.wcond);
 	pthread_mutex_unlock(&dl.mtx);
 }
@@ -1598,6 +1686,8 @@ disklog_status(void)
 	pthread_mutex_lock(&dl.mtx);
 	json_object_set_new(st, "records", json_integer((json_int_t)dl.s_records));
 	json_object_set_new(st, "batches", json_integer((json_int_t)dl.s_batches));
+	json_object_set_new(st, "inline_batches",
+	    json_integer((json_int_t)dl.inline_batches));
 	json_object_set_new(st, "fsyncs", json_integer((json_int_t)dl.s_fsyncs));
 	json_object_set_new(st, "bytes_written", json_integer((json_int_t)dl.s_bytes));
 	json_object_set_new(st, "largest_batch", json_integer((json_int_t)dl.s_max_batch));
@@ -2151,6 +2241,8 @@ disklog_open(struct event_base *base, const char *state,
 	dl.done_seq = 0;
 	dl.appends = dl.failed = 0;
 	dl.s_batches = dl.s_fsyncs = dl.s_records = dl.s_bytes = 0;
+	dl.inline_batches = 0;
+	dl.inline_off_ms = 0;
 	dl.s_max_batch = 0;
 	dl.r_epoch = 0;
 	dl.r_done = 0;

@@ -613,6 +613,73 @@ test_lazy(void)
 	json_decref(p);
 }
 
+/* A counter of disklog_status(). */
+static long long
+status_int(const char *key)
+{
+	json_t		*st = disklog_status();
+	long long	 v = json_integer_value(json_object_get(st, key));
+
+	json_decref(st);
+	return v;
+}
+
+/*
+ * A small batch that needs no fsync is written by the loop itself, its
+ * callbacks in the same pass; one that needs an fsync, or that would
+ * start a new segment, goes to the writer thread. Order holds across
+ * both, and everything replays.
+ */
+static void
+test_inline(void)
+{
+	struct disklog_opts	 o = opts(64 << 20, 1ULL << 30);
+	struct timespec		 settle = { 0, 20 * 1000 * 1000 };
+	char			*cause;
+	long long		 before, inl;
+
+	wipe();
+	CHECK(open_log(&o, &cause) == 0, "a fresh log (fsync on)");
+	nanosleep(&settle, NULL);	/* the new writer thread goes to sleep */
+	append_n(3, 10, 0);
+	before = seg_size();
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	CHECK(cbs.done == 3 && seg_size() > before && !cbs.order_bad,
+	    "three records that need no fsync: written and acknowledged in "
+	    "one pass of the loop");
+	inl = status_int("inline_batches");
+	CHECK(inl == 1, "by the loop itself, as one batch (%lld)", inl);
+	append_n(2, 10, 1);
+	CHECK(run_until(&cbs.done, 5) && status_int("inline_batches") == inl &&
+	    status_int("fsyncs") == 1, "a durable batch is the writer's (one "
+	    "fsync)");
+	append_n(1, 70 * 1024, 0);
+	CHECK(run_until(&cbs.done, 6) && status_int("inline_batches") == inl,
+	    "a batch over the inline limit is the writer's");
+	append_n(4, 10, 0);
+	CHECK(run_until(&cbs.done, 10) && !cbs.order_bad &&
+	    status_int("inline_batches") == inl + 1, "then the loop writes "
+	    "again, in order");
+	disklog_close();
+	CHECK(open_log(&o, &cause) == 0, "reopens");
+	CHECK(mod.n == 10 && mod.seqs[0] == 1 && mod.seqs[9] == 10 && !mod.bad,
+	    "all ten replay, in order");
+	disklog_close();
+
+	/* A small segment: a batch that would start the next one is synced. */
+	wipe();
+	o = opts(4096, 1ULL << 30);
+	CHECK(open_log(&o, &cause) == 0, "a fresh log with small segments");
+	append_n(1, 10, 0);
+	CHECK(run_until(&cbs.done, 1), "one record in");
+	inl = status_int("inline_batches");
+	append_n(1, 4096, 0);
+	CHECK(run_until(&cbs.done, 2) && status_int("inline_batches") == inl &&
+	    count_files("", ".seg") == 2, "a batch that starts a segment goes "
+	    "to the writer, which starts it");
+	disklog_close();
+}
+
 /* Arms (or with NULL heals) the fault file. */
 static void
 fault(const char *line)
@@ -742,6 +809,7 @@ main(void)
 	test_torn_corrupt_repair();
 	test_replay_refusal();
 	test_lazy();
+	test_inline();
 	test_faults();
 	test_watch();
 	wipe();
