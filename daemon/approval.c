@@ -27,9 +27,14 @@
  * APPROVAL_GRANTS_MAX grants; results kept up to APPROVAL_RESULT_MAX
  * bytes (a summary beyond).
  *
- * Test hook: GBR_TEST_CRASH_AFTER_APPLYING=1 (read once at start) makes
+ * Test hooks (read once at start): GBR_TEST_CRASH_AFTER_APPLYING=1 makes
  * gbrd _exit(137) right after an "applying" record is durable and before
- * the action runs, so tests can kill it exactly between the two records.
+ * the action runs, so tests can kill it exactly between the two records;
+ * GBR_TEST_CRASH_BEFORE_ANNOUNCE=1 makes it _exit(137) once a new
+ * approval.requested record is durable, before its session event.
+ * Replay notes which changes reached the session's stream (the events'
+ * records, through session_observe_events); recovery announces the ones
+ * that did not.
  */
 #include "gbr-config.h"
 
@@ -85,6 +90,7 @@ struct approval {
 	int64_t			 expires_ms;	/* 0: never */
 	int64_t			 resolved_ms;
 	int			 applying_started; /* this run: the apply hook ran */
+	int			 announced;	/* state of its last session event; -1: none */
 };
 TAILQ_HEAD(approval_list, approval);
 
@@ -117,6 +123,7 @@ static unsigned			 ap_ndone;
 static unsigned			 ap_ngrants;
 static int			 ap_broken;	/* a record failed: no more changes */
 static int			 ap_crash_after_applying;
+static int			 ap_crash_before_announce;
 static struct event		*ap_timer;
 static struct event		*ap_kick;	/* recovery's applies, from the loop */
 
@@ -374,6 +381,7 @@ ap_apply_requested(json_t *p)
 	a->turn = (uint64_t)ap_int(p, "turn");
 	a->why = (enum approval_why)why;
 	a->state = APPROVAL_PENDING;
+	a->announced = -1;
 	a->created_ms = ap_int(p, "created_ms");
 	a->expires_ms = ap_int(p, "expires_ms");
 	TAILQ_INSERT_TAIL(&ap_all, a, entry);
@@ -644,6 +652,7 @@ ap_announce(struct approval *a, const char *type, session_done_cb cb,
 		json_decref(err.data);
 		return -1;
 	}
+	a->announced = (int)a->state;
 	return 0;
 }
 
@@ -690,6 +699,15 @@ ap_create_announced(void *arg, int error, json_t *payload)
 
 	w->cb(w->arg, error, payload);
 	free(w);
+}
+
+/* Test hook: the new approval is durable; die before its event. */
+static void
+ap_crash_now(struct ap_wait *w, int error)
+{
+	log_warn("approval %s is on disk: exiting before its session event "
+	    "(GBR_TEST_CRASH_BEFORE_ANNOUNCE)", w->id);
+	_exit(137);
 }
 
 /* Creates a pending approval (see approval.h). */
@@ -740,7 +758,9 @@ approval_create(const struct approval_req *req, char *id, approval_done_cb cb,
 	if (cfg->approval_expire_after != 0)
 		json_object_set_new(p, "expires_ms", json_integer((json_int_t)(now +
 		    (int64_t)cfg->approval_expire_after * 1000)));
-	if (ap_record("approval.requested", p, 1, NULL) != 0) {
+	w = ap_crash_before_announce ? ap_wait_new(ap_crash_now, id, NULL,
+	    NULL) : NULL;
+	if (ap_record("approval.requested", p, 1, w) != 0) {
 		json_decref(p);
 		return ap_fail_storage(err);
 	}
@@ -749,6 +769,8 @@ approval_create(const struct approval_req *req, char *id, approval_done_cb cb,
 	log_info("approval %s: session %s, %s (%s)%s%s", a->id, a->session,
 	    a->tool, approval_why_name(a->why), a->path != NULL ? " on " : "",
 	    a->path != NULL ? a->path : "");
+	if (ap_crash_before_announce)
+		return 0;	/* the record's callback ends gbrd: no event */
 	w = ap_wait_new(NULL, id, cb, arg);
 	if (ap_announce(a, "approval.requested", ap_create_announced, w) != 0) {
 		/* The approval stands (approval.list shows it); say so now. */
@@ -1411,6 +1433,8 @@ ap_snapshot(void)
 			json_object_set_new(o, "proposed", json_stringn(
 			    a->proposed, a->proposed_len));
 		json_object_set_new(o, "decided", json_boolean(a->decided));
+		json_object_set_new(o, "announced", a->announced == -1 ?
+		    json_null() : json_string(ap_states[a->announced]));
 		json_array_append_new(arr, o);
 	}
 	TAILQ_FOREACH(g, &ap_grants, entry)
@@ -1447,6 +1471,16 @@ ap_restore(json_t *state)
 		}
 		a = TAILQ_LAST(&ap_all, approval_list);
 		a->state = (enum approval_state)st;
+		/* A snapshot from before "announced" existed: all were shown. */
+		if ((v = json_object_get(o, "announced")) == NULL)
+			a->announced = st;
+		else if (json_is_null(v))
+			a->announced = -1;
+		else if ((a->announced = ap_parse(ap_states, sizeof ap_states /
+		    sizeof ap_states[0], json_string_value(v))) == -1) {
+			log_error("approval snapshot: approval %zu is malformed", i);
+			return -1;
+		}
 		if (ap_finished(a->state)) {
 			ap_nlive--;
 			ap_ndone++;
@@ -1494,7 +1528,27 @@ ap_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 	return 0;
 }
 
-/* Registers the module and reads the test hook. */
+/*
+ * Replay found an approval's event in its session's stream: what the
+ * stream showed of it, so recovery can add what a crash kept out.
+ */
+static void
+ap_event_replayed(json_t *payload)
+{
+	const char	*type = ap_str(payload, "type");
+	json_t		*o = json_object_get(payload, "approval");
+	struct approval	*a;
+	int		 st;
+
+	if (type == NULL || strncmp(type, "approval.", 9) != 0 ||
+	    (a = approval_get(ap_str(o, "id"))) == NULL)
+		return;
+	st = ap_parse(ap_states, sizeof ap_states / sizeof ap_states[0],
+	    ap_str(o, "state"));
+	a->announced = st != -1 ? st : (int)a->state;
+}
+
+/* Registers the module and reads the test hooks. */
 void
 approval_init(const struct approval_hooks *hooks)
 {
@@ -1506,6 +1560,13 @@ approval_init(const struct approval_hooks *hooks)
 		log_warn("test hook: gbrd exits right after an approval is "
 		    "applying (GBR_TEST_CRASH_AFTER_APPLYING)");
 	}
+	v = getenv("GBR_TEST_CRASH_BEFORE_ANNOUNCE");
+	if (v != NULL && strcmp(v, "1") == 0) {
+		ap_crash_before_announce = 1;
+		log_warn("test hook: gbrd exits once a new approval is on disk, "
+		    "before its session event (GBR_TEST_CRASH_BEFORE_ANNOUNCE)");
+	}
+	session_observe_events(ap_event_replayed);
 	disklog_register(&ap_module);
 }
 
@@ -1527,10 +1588,28 @@ approval_recover(void)
 	const struct config	*cfg = config_get();
 	struct approval		*a;
 	json_t			*p, *list, *o;
-	const char		*note;
+	const char		*note, *type;
 	size_t			 i;
 	unsigned		 nint = 0, nwait = 0, napply = 0;
 
+	/*
+	 * A change is logged before its session event; a crash in between
+	 * (or an event the log refused) leaves the stream without it. Add
+	 * it now, late: an open approval as approval.requested if nothing
+	 * was shown yet, any other change as approval.resolved. One being
+	 * applied is announced as interrupted below.
+	 */
+	TAILQ_FOREACH(a, &ap_all, entry) {
+		if (a->announced == (int)a->state ||
+		    a->state == APPROVAL_APPLYING)
+			continue;
+		type = a->announced == -1 && a->state == APPROVAL_PENDING ?
+		    "approval.requested" : "approval.resolved";
+		if (ap_announce(a, type, NULL, NULL) == 0)
+			log_warn("approval %s: its %s event was missing from "
+			    "session %s (gbrd stopped before it); added now",
+			    a->id, type, a->session);
+	}
 	TAILQ_FOREACH(a, &ap_all, entry) {
 		if (a->state == APPROVAL_APPROVED || a->state == APPROVAL_EDITED)
 			napply++;

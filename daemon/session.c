@@ -287,6 +287,7 @@ static const char *const session_states[] = {
 static json_t	*session_snapshot(void);
 static int	 session_restore(json_t *);
 static int	 session_replay(uint64_t, int64_t, const char *, json_t *);
+static session_event_observer session_observer;
 static void	 session_flush(struct session *);
 static void	 session_free(struct session *);
 static void	 session_reap_schedule(void);
@@ -2479,6 +2480,13 @@ session_restore(json_t *state)
 	return 0;
 }
 
+/* Sets the replay observer of event records (see session.h). */
+void
+session_observe_events(session_event_observer fn)
+{
+	session_observer = fn;
+}
+
 /* Disk log: one record after the snapshot. */
 static int
 session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
@@ -2493,6 +2501,8 @@ session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 		return -1;
 	}
 	lidx_note(s, s->seq, lseq);
+	if (session_observer != NULL && strcmp(type, "session.event") == 0)
+		session_observer(payload);
 	line = session_encode(payload, &len);
 	ring_push(s, s->seq, line, len);
 	s->announced = s->seq;

@@ -162,6 +162,13 @@ int		 session_event(struct session *, const char *type,
 		    json_t *fields, session_done_cb, void *,
 		    struct session_error *);
 /*
+ * Called for each event record (session_event's) that replay finds in
+ * the log, with its payload (borrowed): how approval.c learns which of
+ * its changes reached the session's stream before a crash.
+ */
+typedef void	(*session_event_observer)(json_t *payload);
+void		 session_observe_events(session_event_observer);
+/*
  * Appends a history message announced as an event of its own type
  * (tool.call, tool.result); a request_id is remembered with it. message,
  * fields and result are stolen; result is what cb receives.

@@ -386,6 +386,50 @@ def test_crash_between_applying_and_applied(make_daemon, ws):
     wait_until(lambda: state_of(d, sid) == "idle")
 
 
+def stream(d, sid):
+    """Every event of a session's stream so far, from an attach after 0."""
+    w = watcher(d, sid, after=0)
+    wait_for(w, lambda p: p["type"] == "replay_complete")
+    return [p for p in evparams(w) if p["type"] != "replay_complete"]
+
+
+def test_crash_between_approval_and_its_event(make_daemon, ws):
+    # The approval.requested record is durable; gbrd dies before the
+    # session event that shows it. After a restart the approval is there
+    # and the stream shows it exactly once, late, and it can be decided.
+    d = make_daemon(env={"GBR_TEST_CRASH_BEFORE_ANNOUNCE": "1"})
+    c, sid = new_session(d, ws)
+    c.request("tool.call", {"session": sid, "tool": "write_file",
+                            "args": {"path": "gleam.toml",
+                                     "content": GLEAM_NEW}})
+    d.expect_exit(137)
+    del d.env["GBR_TEST_CRASH_BEFORE_ANNOUNCE"]
+    d.start()
+    lst = approvals(d)
+    assert len(lst) == 1 and lst[0]["state"] == "pending"
+    aid = lst[0]["id"]
+    asked = [p for p in stream(d, sid) if p["type"] == "approval.requested"]
+    assert [p["approval"]["id"] for p in asked] == [aid], asked
+    assert asked[0]["approval"]["state"] == "pending"
+    assert "missing from session" in d.log()
+    assert state_of(d, sid) == "awaiting_approval"
+    # Another restart adds nothing: the late event is in the log now.
+    d.stop()
+    d.start()
+    ev = stream(d, sid)
+    assert [p["approval"]["id"] for p in ev
+            if p["type"] == "approval.requested"] == [aid]
+    seqs = [p["seq"] for p in ev]
+    assert seqs == sorted(set(seqs)), seqs
+    # Decided from another client, it applies once.
+    r = resolve(d, aid, "approve")
+    assert r["result"]["approval"]["state"] == "approved"
+    wait_until(lambda: len(tool_results(d, sid, lst[0]["call_id"])) == 1)
+    assert read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW
+    resolved = [p for p in stream(d, sid) if p["type"] == "approval.resolved"]
+    assert resolved and resolved[-1]["approval"]["state"] == "applied"
+
+
 def test_crash_interrupted_can_be_denied(make_daemon, ws):
     d = make_daemon(env={"GBR_TEST_CRASH_AFTER_APPLYING": "1"})
     c, sid = new_session(d, ws)
