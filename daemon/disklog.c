@@ -1343,9 +1343,10 @@ dl_failed(int err, const char *op, uint64_t good)
 
 /*
  * Writes the open batch from the loop thread instead of waking the
- * writer, when that is safe and cheap: the writer sleeps, the batch needs
- * no fsync, is small, fits in the active segment, and nothing else (a
- * snapshot, a failure, a stop) waits for the writer. A write(2) of a few
+ * writer, at the end of a loop pass that appended records somebody may
+ * wait for, when that is safe and cheap: the writer sleeps, the batch
+ * needs no fsync, is small, fits in the active segment, and nothing else
+ * (a snapshot, a failure, a stop) waits for the writer. A write(2) of a few
  * KiB into the page cache costs less than the two thread wake-ups of a
  * hand-off (the writer's, then the loop's), and the callbacks run at once.
  * A slow write (the kernel throttling dirty pages) turns this off for a
@@ -1421,7 +1422,12 @@ dl_kick_cb(evutil_socket_t fd, short events, void *arg)
 	if (arg == NULL)
 		dl.kick_pending = 0;
 	pthread_mutex_lock(&dl.mtx);
-	if (dl.w_waiting && dl.open_buf.len > 0 && !dl_write_inline())
+	/*
+	 * Lazy records whose time is up (arg set) wait for nobody: the
+	 * writer takes them, in parallel with the loop.
+	 */
+	if (dl.w_waiting && dl.open_buf.len > 0 &&
+	    (arg != NULL || !dl_write_inline()))
 		pthread_cond_signal(&dl.wcond);
 	pthread_mutex_unlock(&dl.mtx);
 }
