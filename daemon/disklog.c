@@ -84,8 +84,6 @@
 #define DL_KEEP_BUF	(8U * 1024 * 1024)
 /* An open batch this large wakes the writer at once, not at the end of the pass. */
 #define DL_WAKE_BYTES	(256U * 1024)
-/* The longest a lazy record waits in memory for the writer (ms). */
-#define DL_LINGER_MS	2
 /*
  * A batch the loop may write itself (see dl_write_inline): at most this
  * many bytes, and never again for DL_INLINE_PAUSE_MS after a write that
@@ -176,7 +174,6 @@ static struct {
 	struct event		*ev_retry;
 	struct event		*ev_kick;	/* wakes the writer after this pass */
 	int			 kick_pending;
-	struct event		*ev_linger;	/* wakes it for lazy records */
 	uint64_t		 inline_off_ms;	/* monotonic; no inline write before */
 	uint64_t		 inline_batches;
 	uint64_t		 next_seq;
@@ -1121,17 +1118,8 @@ uint64_t
 disklog_append(const char *type, const json_t *payload, int durable,
     disklog_done_cb cb, void *arg)
 {
-	return disklog_append_flags(type, payload, durable ? DISKLOG_DURABLE :
-	    0, LOGFMT_MAX_DATA, cb, arg);
-}
-
-/* Appends a record whose payload may take at most max_data bytes. */
-uint64_t
-disklog_append_bounded(const char *type, const json_t *payload, int durable,
-    size_t max_data, disklog_done_cb cb, void *arg)
-{
-	return disklog_append_flags(type, payload, durable ? DISKLOG_DURABLE :
-	    0, max_data, cb, arg);
+	return disklog_append_bounded(type, payload, durable, LOGFMT_MAX_DATA,
+	    cb, arg);
 }
 
 /* The payload of the last record appended, as encoded (see disklog.h). */
@@ -1142,23 +1130,11 @@ disklog_last_payload(size_t *len)
 	return dl.last_len > 0 ? (const char *)dl.scratch + dl.last_off : NULL;
 }
 
-/* Wakes the writer at the end of this loop pass if records wait. */
-void
-disklog_flush_soon(void)
-{
-	if (!dl.is_open || dl.kick_pending)
-		return;
-	dl.kick_pending = 1;
-	event_active(dl.ev_kick, EV_TIMEOUT, 0);
-}
-
-/* Appends a record (see disklog.h for the flags). */
+/* Appends a record whose payload may take at most max_data bytes. */
 uint64_t
-disklog_append_flags(const char *type, const json_t *payload, int flags,
+disklog_append_bounded(const char *type, const json_t *payload, int durable,
     size_t max_data, disklog_done_cb cb, void *arg)
 {
-	struct timeval		 tv = { 0, DL_LINGER_MS * 1000 };
-	int			 durable = (flags & DISKLOG_DURABLE) != 0;
 	struct dl_sink		 k;
 	struct dl_pending	*e;
 	size_t			 tl = strlen(type), size, data_len;
@@ -1239,19 +1215,7 @@ disklog_append_flags(const char *type, const json_t *payload, int flags,
 	if (wake)
 		pthread_cond_signal(&dl.wcond);
 	pthread_mutex_unlock(&dl.mtx);
-	/*
-	 * A lazy record nobody waits for soon does not wake the writer by
-	 * itself: waking a thread costs more than writing a small record, so
-	 * such records go out with the next one that does, or after
-	 * DL_LINGER_MS. A follower of the log (dl.watch) waits for all.
-	 */
-	if (wake || dl.kick_pending)
-		;
-	else if ((flags & DISKLOG_LAZY) && !(durable && dl.opts.fsync) &&
-	    dl.watch == NULL) {
-		if (!evtimer_pending(dl.ev_linger, NULL))
-			evtimer_add(dl.ev_linger, &tv);
-	} else {
+	if (!wake && !dl.kick_pending) {
 		dl.kick_pending = 1;
 		event_active(dl.ev_kick, EV_TIMEOUT, 0);
 	}
@@ -1402,32 +1366,25 @@ dl_write_inline(void)
 	/*
 	 * A snapshot the callbacks asked for, a stop or a large batch is the
 	 * writer's now (it was woken while we held its state, and went back
-	 * to sleep). Other records they appended have their kick or linger.
+	 * to sleep). Other records they appended have their kick.
 	 */
 	if (dl.snapjob != NULL || dl.w_retry || dl.w_stop ||
 	    dl.open_buf.len >= DL_WAKE_BYTES ||
-	    (dl.open_buf.len > 0 && !dl.kick_pending &&
-	    !evtimer_pending(dl.ev_linger, NULL)))
+	    (dl.open_buf.len > 0 && !dl.kick_pending))
 		pthread_cond_signal(&dl.wcond);
 	return 1;
 }
 
 /*
- * The end of a loop pass that appended, or a lazy record's time is up:
- * wakes the writer if it sleeps.
+ * The end of a loop pass that appended: writes the batch here or wakes
+ * the writer if it sleeps.
  */
 static void
 dl_kick_cb(evutil_socket_t fd, short events, void *arg)
 {
-	if (arg == NULL)
-		dl.kick_pending = 0;
+	dl.kick_pending = 0;
 	pthread_mutex_lock(&dl.mtx);
-	/*
-	 * Lazy records whose time is up (arg set) wait for nobody: the
-	 * writer takes them, in parallel with the loop.
-	 */
-	if (dl.w_waiting && dl.open_buf.len > 0 &&
-	    (arg != NULL || !dl_write_inline()))
+	if (dl.w_waiting && dl.open_buf.len > 0 && !dl_write_inline())
 		pthread_cond_signal(&dl.wcond);
 	pthread_mutex_unlock(&dl.mtx);
 }
@@ -2188,10 +2145,7 @@ dl_teardown(void)
 		event_free(dl.ev_retry);
 	if (dl.ev_kick != NULL)
 		event_free(dl.ev_kick);
-	if (dl.ev_linger != NULL)
-		event_free(dl.ev_linger);
 	dl.ev_done = dl.ev_read = dl.ev_retry = dl.ev_kick = NULL;
-	dl.ev_linger = NULL;
 	free(dl.open_buf.data);
 	free(dl.busy.data);
 	memset(&dl.open_buf, 0, sizeof dl.open_buf);
@@ -2333,9 +2287,8 @@ disklog_open(struct event_base *base, const char *state,
 	dl.ev_retry = evtimer_new(base, dl_retry_cb, NULL);
 	dl.ev_kick = event_new(base, -1, 0, dl_kick_cb, NULL);
 	dl.kick_pending = 0;
-	dl.ev_linger = evtimer_new(base, dl_kick_cb, &dl);
 	if (dl.ev_done == NULL || dl.ev_read == NULL || dl.ev_retry == NULL ||
-	    dl.ev_kick == NULL || dl.ev_linger == NULL)
+	    dl.ev_kick == NULL)
 		fatalx("event_new failed");
 	/* The writer's commit delay is a deadline on the monotonic clock. */
 	if (pthread_condattr_init(&cattr) != 0 ||

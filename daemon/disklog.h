@@ -123,28 +123,12 @@ uint64_t	 disklog_append(const char *type, const json_t *payload,
 uint64_t	 disklog_append_bounded(const char *type, const json_t *payload,
 		    int durable, size_t max_data, disklog_done_cb cb, void *arg);
 
-/* Flags of disklog_append_flags. */
-#define DISKLOG_DURABLE	0x1	/* fdatasync'ed before cb (if fsync is on) */
-#define DISKLOG_LAZY	0x2	/* nobody waits on it soon: see below */
-
-/*
- * disklog_append with flags. A DISKLOG_LAZY record does not wake the
- * writer thread by itself: it is written with the next record that does,
- * or within a few milliseconds, so a stream of records nobody is waiting
- * for costs one wake-up per batch instead of one per loop pass. Its
- * callback runs later accordingly. Ignored for a durable record (when
- * fsync is on) and while the log is followed.
- */
-uint64_t	 disklog_append_flags(const char *type, const json_t *payload,
-		    int flags, size_t max_data, disklog_done_cb cb, void *arg);
 /*
  * The compact JSON of the last record's payload, as the log holds it:
  * len bytes, not NUL-terminated, valid until the next append or close.
  * NULL if the last append failed.
  */
 const char	*disklog_last_payload(size_t *len);
-/* Makes records waiting in memory (lazy ones) go out after this loop pass. */
-void		 disklog_flush_soon(void);
 
 /* The last sequence number given out. */
 uint64_t	 disklog_last_seq(void);

@@ -1192,19 +1192,16 @@ session_logged_cb(void *arg, int error, uint64_t lseq)
  * would not take it; then nothing changed.
  */
 static struct pending *
-session_record_flags(struct session **sp, const char *rtype, json_t *payload,
-    int flags)
+session_record(struct session **sp, const char *rtype, json_t *payload,
+    int durable)
 {
 	struct pending	*pe = xcalloc(1, sizeof *pe);
 	uint64_t	 r;
 
 	pe->s = *sp;
 	pe->seq = (uint64_t)json_integer_value(json_object_get(payload, "seq"));
-	/* Nobody to tell soon: the record may wait for the writer's next batch. */
-	if ((*sp)->nattached > 0)
-		flags &= ~DISKLOG_LAZY;
 	session_appending++;
-	r = disklog_append_flags(rtype, payload, flags, SIZE_MAX,
+	r = disklog_append_bounded(rtype, payload, durable, SIZE_MAX,
 	    session_logged_cb, pe);
 	session_appending--;
 	if (r == 0) {
@@ -1224,15 +1221,6 @@ session_record_flags(struct session **sp, const char *rtype, json_t *payload,
 	TAILQ_INSERT_TAIL(&pe->s->pending, pe, entry);
 	json_decref(payload);
 	return pe;
-}
-
-/* session_record_flags, for a durable record or a prompt one. */
-static struct pending *
-session_record(struct session **sp, const char *rtype, json_t *payload,
-    int durable)
-{
-	return session_record_flags(sp, rtype, payload, durable ?
-	    DISKLOG_DURABLE : 0);
 }
 
 /* Announces what a synchronous log callback left ready. */
@@ -2179,9 +2167,6 @@ session_attach(struct session *s, struct conn *c, int has_after,
 	TAILQ_INSERT_TAIL(&attach_all, a, gentry);
 	s->nattached++;
 	attach_n++;
-	/* Records that were waiting for nobody now have a reader. */
-	if (!TAILQ_EMPTY(&s->pending))
-		disklog_flush_soon();
 	cu = xcalloc(1, sizeof *cu);
 	cu->a = a;
 	a->cu = cu;
@@ -2284,8 +2269,6 @@ session_when_announced(struct session *s, session_done_cb cb, void *arg)
 
 	if (pe == NULL || pending_wait(pe, cb, arg, NULL) != 0)
 		return 0;
-	/* A lazy record must not make the reader wait for its batch. */
-	disklog_flush_soon();
 	return 1;
 }
 
@@ -2737,10 +2720,10 @@ session_is_attached(struct session *s, struct conn *c)
  * session_request_lookup finds it again. result (stolen, may be NULL) is
  * what cb receives; message and fields are stolen.
  */
-static int
-session_message_flags(struct session *s, const char *type, json_t *message,
+int
+session_message(struct session *s, const char *type, json_t *message,
     json_t *fields, const char *request_id, json_t *result,
-    session_done_cb cb, void *arg, struct session_error *err, int flags)
+    session_done_cb cb, void *arg, struct session_error *err)
 {
 	const struct config	*cfg = config_get();
 	struct pending		*pe;
@@ -2785,7 +2768,7 @@ session_message_flags(struct session *s, const char *type, json_t *message,
 	hist_ready.seq = s->seq + 1;
 	hist_ready.json = enc;
 	hist_ready.len = len;
-	pe = session_record_flags(&s, "session.message", p, flags);
+	pe = session_record(&s, "session.message", p, 0);
 	free(hist_ready.json);		/* not taken: the log refused it */
 	hist_ready.json = NULL;
 	if (pe == NULL) {
@@ -2798,23 +2781,6 @@ session_message_flags(struct session *s, const char *type, json_t *message,
 	return 0;
 }
 
-int
-session_message(struct session *s, const char *type, json_t *message,
-    json_t *fields, const char *request_id, json_t *result,
-    session_done_cb cb, void *arg, struct session_error *err)
-{
-	return session_message_flags(s, type, message, fields, request_id,
-	    result, cb, arg, err, 0);
-}
-
-int
-session_message_lazy(struct session *s, const char *type, json_t *message,
-    json_t *fields, const char *request_id, json_t *result,
-    session_done_cb cb, void *arg, struct session_error *err)
-{
-	return session_message_flags(s, type, message, fields, request_id,
-	    result, cb, arg, err, DISKLOG_LAZY);
-}
 
 /*
  * Looks up a remembered request_id. Returns 0 if unknown; else 1, and cb
@@ -2835,10 +2801,8 @@ session_request_lookup(struct session *s, const char *request_id,
 		return 0;
 	if ((pe = pending_find(s, r->seq)) != NULL) {
 		if (pending_wait(pe, cb, arg, json_pack("{s:b}", "duplicate",
-		    1)) == 0) {
-			disklog_flush_soon();
+		    1)) == 0)
 			return 1;
-		}
 		session_answer(cb, arg, json_pack("{s:b, s:b}", "duplicate", 1,
 		    "busy", 1));
 		return 1;

@@ -126,7 +126,7 @@ json_t		*session_list(const char *workspace);
 json_t		*session_history(struct session *, size_t limit, uint64_t before);
 /*
  * Read-your-writes for session_history: if records appended so far are
- * not announced yet (a read-only tool call answers before its records are
+ * not announced yet (another client's call whose records are still being
  * written), cb runs once they are (error as for their write) and 1 is
  * returned; else 0, and cb never runs.
  */
@@ -174,16 +174,6 @@ void		 session_observe_events(session_event_observer);
  * fields and result are stolen; result is what cb receives.
  */
 int		 session_message(struct session *, const char *type,
-		    json_t *message, json_t *fields, const char *request_id,
-		    json_t *result, session_done_cb, void *,
-		    struct session_error *);
-/*
- * session_message for a record nobody waits on soon (a read-only tool's
- * call and result): while no client is attached to the session, it may
- * wait in memory for the disk log's next batch (up to a few ms) instead
- * of waking the log's writer thread by itself.
- */
-int		 session_message_lazy(struct session *, const char *type,
 		    json_t *message, json_t *fields, const char *request_id,
 		    json_t *result, session_done_cb, void *,
 		    struct session_error *);

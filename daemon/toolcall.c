@@ -372,12 +372,10 @@ static void
 tc_record_result(struct toolcall *c, int failed, enum gbr_err kind,
     const char *reason, json_t *result)
 {
-	const struct tool_def	*td;
 	struct session_error	 err;
 	struct session		*s;
 	json_t			*m, *p, *f;
 	char			*esc, *msg;
-	int			 fast;
 
 	c->state = TC_RUNNING;
 	if ((s = session_find(c->session)) == NULL) {
@@ -427,32 +425,18 @@ tc_record_result(struct toolcall *c, int failed, enum gbr_err kind,
 	if (c->approval[0] != '\0')
 		json_object_set_new(f, "approval_id", json_string(c->approval));
 	/*
-	 * A read-only tool changed nothing in the world: its answer need not
-	 * wait for the writer thread. The record is in the log's queue (the
-	 * next request sees it, a resend of the request_id finds it); if
-	 * gbrd dies before it reaches the disk, the history lacks a read,
-	 * and nothing the reader was told is false; with no client attached
-	 * it may even wait for the writer's next batch (session_message_lazy).
-	 * Every other tool answers only once its result is written. Either
-	 * way the record is what a resend of the request_id gets, also while
-	 * it waits for the writer.
+	 * Every call answers only once its result is written, so a kill -9
+	 * never loses a call that was answered. For a read this costs no
+	 * thread hand-off: its two records go out in one batch that the loop
+	 * writes itself at the end of the pass (doc/DISKLOG.md). The record
+	 * is also what a resend of the request_id gets, while it is written
+	 * and after.
 	 */
-	td = tool_find(c->tool);
-	fast = td != NULL && td->read_only && c->approval[0] == '\0';
-	if ((fast ? session_message_lazy : session_message)(s, "tool.result",
-	    json_incref(m), f, c->rid, fast ? json_incref(m) : m, fast ? NULL :
+	if (session_message(s, "tool.result", json_incref(m), f, c->rid, m,
 	    tc_written, c, &err) != 0) {
 		tc_complete(c, 0, err.kind, err.message, err.data, NULL);
 		free(err.message);
 		json_decref(err.data);
-		if (fast)
-			json_decref(m);
-		return;
-	}
-	if (fast) {
-		/* m is still ours: the message took its own reference. */
-		tc_complete_from_record(c, m);
-		json_decref(m);
 	}
 }
 
@@ -1003,7 +987,6 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 	struct session		*s;
 	struct env		*env;
 	struct sandbox		*sb;
-	const struct tool_def	*td;
 	enum gbr_err		 kind;
 	unsigned char		 r[8];
 	char			 id[TOOLCALL_ID_MAX + 1], *reason;
@@ -1098,15 +1081,9 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 	c = tc_new(session_id(s), id, tool, args, rid, opts->turn, opts->flags);
 	tc_add_waiter(c, opts, cb, arg, 0);
 	c->state = TC_RUNNING;
-	/*
-	 * The call's record: one that changes the world is on its way to
-	 * the disk before the tool starts; a read's may wait for the next
-	 * batch (it goes out, in order, at the latest with its result).
-	 */
-	td = tool_find(tool);
+	/* The call's record: on its way to the disk before the tool starts. */
 	if (!(opts->flags & TOOLCALL_NO_CALL_MESSAGE) &&
-	    (td != NULL && td->read_only ? session_message_lazy :
-	    session_message)(s, "tool.call", json_pack("{s:s, s:s, s:s, s:O}",
+	    session_message(s, "tool.call", json_pack("{s:s, s:s, s:s, s:O}",
 	    "role", "assistant", "call_id", c->call_id, "tool", c->tool, "args",
 	    c->args), json_pack("{s:s, s:s, s:O}", "call_id", c->call_id,
 	    "tool", c->tool, "args", c->args), NULL, NULL, NULL, NULL,

@@ -249,11 +249,11 @@ def test_gbrctl_tool(world):
     assert r.returncode == 0 and "read_file" in r.stdout
 
 
-def test_unattached_reads_reach_the_log(daemon, tmpdir_short):
-    """With nobody attached, a read's records may wait a moment in memory
-    for the disk log's next batch, but they get there on their own: after a
-    pause, kill -9 loses nothing. A resent request_id meanwhile is answered
-    as a duplicate, never run again."""
+def test_answered_reads_survive_kill9(daemon, tmpdir_short):
+    """A read is answered only once its two records are written, with or
+    without a client attached: kill -9 right after the answer loses
+    nothing. A resent request_id is answered as a duplicate, never run
+    again."""
     ws = os.path.join(tmpdir_short, "ws")
     os.makedirs(ws)
     with open(os.path.join(ws, "a.txt"), "w") as f:
@@ -267,17 +267,23 @@ def test_unattached_reads_reach_the_log(daemon, tmpdir_short):
     assert "result" in r2, r2
     r2 = r2["result"]
     assert r2["duplicate"] is True and r2["call_id"] == r1["call_id"]
-    time.sleep(0.3)
+    # Twenty more, each followed at once by kill -9 for the last one.
+    calls = [r1["call_id"]]
+    for i in range(20):
+        calls.append(c.call("tool.call", {"session": sid, "tool": "read_file",
+                                          "args": {"path": "a.txt"}})
+                     ["result"]["call_id"])
     daemon.kill9()
     daemon.start()
-    h = daemon.conn().call("session.history", {"session": sid})["result"]
-    assert [m["role"] for m in h["messages"]] == ["assistant", "tool"]
-    assert h["messages"][1]["call_id"] == r1["call_id"]
+    h = daemon.conn().call("session.history",
+                           {"session": sid, "limit": 100})["result"]
+    assert [m["role"] for m in h["messages"]] == ["assistant", "tool"] * 21
+    assert [m["call_id"] for m in h["messages"][1::2]] == calls
 
 
 def test_history_after_a_read_has_it(daemon, tmpdir_short):
-    """A read answers before its records are written; the history asked for
-    right after it still has them (read-your-writes), every time."""
+    """The history asked for right after a read has its records
+    (read-your-writes), every time."""
     ws = os.path.join(tmpdir_short, "ws")
     os.makedirs(ws)
     with open(os.path.join(ws, "a.txt"), "w") as f:

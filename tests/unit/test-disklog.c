@@ -572,47 +572,6 @@ seg_size(void)
 	return r;
 }
 
-/*
- * A lazy record does not wake the writer: it goes out with the next
- * record that does, in order, or by itself a moment later.
- */
-static void
-test_lazy(void)
-{
-	struct disklog_opts	 o = opts(64 << 20, 1ULL << 30);
-	struct timespec		 pause = { 0, 30 * 1000 * 1000 };
-	json_t			*p = json_pack("{s:s}", "k", "lazy");
-	char			*cause;
-	long long		 before;
-
-	wipe();
-	o.fsync = 0;
-	CHECK(open_log(&o, &cause) == 0, "a fresh log");
-	append_n(1, 10, 0);
-	run_until(&cbs.done, 1);
-	before = seg_size();
-	CHECK(disklog_append_flags("test.rec", p, DISKLOG_LAZY, 1 << 20,
-	    done_cb, NULL) == 2, "a lazy record is taken (seq 2)");
-	event_base_loop(base, EVLOOP_NONBLOCK);
-	nanosleep(&pause, NULL);
-	CHECK(seg_size() == before && cbs.done == 1, "a pass of the loop does "
-	    "not write it");
-	append_n(1, 10, 0);
-	event_base_loop(base, EVLOOP_NONBLOCK);
-	CHECK(run_until(&cbs.done, 3) && cbs.last_seq == 3 && !cbs.order_bad &&
-	    seg_size() > before, "the next prompt record takes it along, in "
-	    "order");
-	before = seg_size();
-	CHECK(disklog_append_flags("test.rec", p, DISKLOG_LAZY, 1 << 20,
-	    done_cb, NULL) == 4 && run_until(&cbs.done, 4) &&
-	    seg_size() > before, "alone, it is written a moment later");
-	disklog_close();
-	CHECK(open_log(&o, &cause) == 0 && mod.n == 4 && !mod.bad,
-	    "all four replay");
-	disklog_close();
-	json_decref(p);
-}
-
 /* A counter of disklog_status(). */
 static long long
 status_int(const char *key)
@@ -808,7 +767,6 @@ main(void)
 	test_read();
 	test_torn_corrupt_repair();
 	test_replay_refusal();
-	test_lazy();
 	test_inline();
 	test_faults();
 	test_watch();
