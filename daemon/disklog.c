@@ -1314,7 +1314,9 @@ dl_failed(int err, const char *op, uint64_t good)
  * KiB into the page cache costs less than the two thread wake-ups of a
  * hand-off (the writer's, then the loop's), and the callbacks run at once.
  * A slow write (the kernel throttling dirty pages) turns this off for a
- * while, so the loop is never held up for long twice.
+ * while, so the loop is never held up for long twice; a failed one, until
+ * the writer has written again (a failing disk is the writer's to wait
+ * on).
  *
  * Called with mtx held and the writer asleep (w_waiting); returns with mtx
  * held. Returns 1 if the batch was written (or failed) here, 0 if the
@@ -1329,8 +1331,10 @@ dl_write_inline(void)
 	uint64_t		 us;
 
 	if (dl.open_buf.durable || dl.open_buf.len > DL_INLINE_MAX ||
-	    dl.snapjob != NULL || dl.w_retry || dl.w_stop || dl.w_failed ||
+	    dl.snapjob != NULL || dl.w_retry || dl.w_stop ||
+	    (dl.w_failed && dl.open_buf.epoch == dl.w_failed_epoch) ||
 	    dl.w_need_repair || dl.open_buf.epoch != dl.epoch ||
+	    dl.err_active ||
 	    (dl.inline_off_ms != 0 && dl_mono_ms() < dl.inline_off_ms))
 		return 0;
 	/* A batch that would start a segment is the writer's (it syncs). */
@@ -1352,7 +1356,9 @@ dl_write_inline(void)
 	dl.busy.len = 0;
 	us = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
 	    (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000;
-	if (us > DL_INLINE_SLOW_US) {
+	/* A failure (its cut syncs) is err_active's business, not slowness. */
+	if (us > DL_INLINE_SLOW_US &&
+	    !(dl.w_failed && dl.w_failed_epoch == dl.busy.epoch)) {
 		dl.inline_off_ms = dl_mono_ms() + DL_INLINE_PAUSE_MS;
 		log_debug("disk log: a write took %" PRIu64 " us; the writer "
 		    "thread takes every batch for %d ms", us,

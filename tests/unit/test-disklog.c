@@ -572,6 +572,8 @@ seg_size(void)
 	return r;
 }
 
+static void	fault(const char *);
+
 /* A counter of disklog_status(). */
 static long long
 status_int(const char *key)
@@ -619,10 +621,32 @@ test_inline(void)
 	CHECK(run_until(&cbs.done, 10) && !cbs.order_bad &&
 	    status_int("inline_batches") == inl + 1, "then the loop writes "
 	    "again, in order");
+
+	/* A write by the loop that fails: errors, no acks, then it works. */
+	fault("disklog.write ENOSPC");
+	nanosleep(&settle, NULL);
+	inl = status_int("inline_batches");
+	append_n(3, 10, 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	CHECK(cbs.failed == 3 && cbs.last_err == ENOSPC && cbs.done == 10 &&
+	    status_int("inline_batches") == inl + 1, "a failed write by the "
+	    "loop fails its records with ENOSPC and acks none");
+	fault(NULL);
+	nanosleep(&settle, NULL);
+	append_n(2, 10, 0);
+	CHECK(run_until(&cbs.done, 12) && cbs.last_seq == 12 && !cbs.order_bad,
+	    "healed, the next records are written, reusing seq 11");
+	CHECK(status_int("inline_batches") == inl + 1, "while the error "
+	    "stood, the writer wrote them");
+	nanosleep(&settle, NULL);
+	append_n(2, 10, 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	CHECK(cbs.done == 14 && status_int("inline_batches") == inl + 2,
+	    "then the loop writes them itself again");
 	disklog_close();
 	CHECK(open_log(&o, &cause) == 0, "reopens");
-	CHECK(mod.n == 10 && mod.seqs[0] == 1 && mod.seqs[9] == 10 && !mod.bad,
-	    "all ten replay, in order");
+	CHECK(mod.n == 14 && mod.seqs[0] == 1 && mod.seqs[13] == 14 &&
+	    !mod.bad, "the fourteen acknowledged records replay, in order");
 	disklog_close();
 
 	/* A small segment: a batch that would start the next one is synced. */
