@@ -33,6 +33,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "notify.h"
+#include "uring.h"
 #include "xmalloc.h"
 
 #define CONN_HELLO	0x01	/* hello succeeded */
@@ -41,6 +42,10 @@
 #define CONN_EVICTED	0x08	/* queue overflowed; nothing more is queued */
 #define CONN_IN_READ	0x10	/* handling a read: replies are batched */
 #define CONN_PAUSED	0x20	/* reading paused by backpressure */
+#define CONN_FLUSHQ	0x40	/* on the end-of-pass flush queue */
+
+/* Queue chunks one batched write takes per client (the rest: next write). */
+#define CONN_IOV	16
 
 /* Encoded messages reach the output queue in pieces of up to this size. */
 #define CONN_ENCODE_STACK	4096
@@ -61,15 +66,25 @@ struct conn {
 	struct event	*ev_write;
 	struct event	*ev_grace;
 	struct event	*ev_resume;	/* handles held requests after backpressure */
-	struct event	*ev_flush;	/* one write for everything queued in a pass */
 	struct frame	*frame;
 	struct evbuffer	*out;
 	size_t		 out_max;
 	char		 client[64];
 	TAILQ_ENTRY(conn) entry;
+	TAILQ_ENTRY(conn) fentry;	/* on conn_flushq */
 };
+TAILQ_HEAD(conn_head, conn);
 
-static TAILQ_HEAD(, conn) conn_list = TAILQ_HEAD_INITIALIZER(conn_list);
+static struct conn_head	 conn_list = TAILQ_HEAD_INITIALIZER(conn_list);
+/* Written at the end of this pass, all at once (conn_flush_all_cb). */
+static struct conn_head	 conn_flushq = TAILQ_HEAD_INITIALIZER(conn_flushq);
+static struct event	*conn_ev_flush;
+static struct {
+	struct conn		**c;
+	struct uring_send	 *s;
+	struct iovec		 *iov;
+	size_t			  cap;
+} conn_batch;
 static struct event_base	*conn_base;
 static unsigned			 conn_n;
 static uint64_t			 conn_next_id = 1;
@@ -81,14 +96,25 @@ static void	conn_read_cb(evutil_socket_t, short, void *);
 static void	conn_write_cb(evutil_socket_t, short, void *);
 static void	conn_grace_cb(evutil_socket_t, short, void *);
 static void	conn_resume_cb(evutil_socket_t, short, void *);
-static void	conn_flush_cb(evutil_socket_t, short, void *);
+static void	conn_flush_all_cb(evutil_socket_t, short, void *);
 static void	conn_flush(struct conn *);
 
-/* Sets the event base. */
+/* Sets the event base, and the batched writer where the kernel has one. */
 void
 conn_init(struct event_base *base)
 {
 	conn_base = base;
+	if ((conn_ev_flush = event_new(base, -1, 0, conn_flush_all_cb,
+	    NULL)) == NULL)
+		fatalx("event_new failed");
+	(void)uring_init();
+}
+
+/* How events reach many clients at once, for daemon.status. */
+const char *
+conn_write_batching(void)
+{
+	return uring_available() ? "io_uring" : "writev";
 }
 
 /* Wraps a connected socket. */
@@ -112,9 +138,8 @@ conn_create(int fd, uid_t uid, pid_t pid)
 	c->ev_write = event_new(conn_base, fd, EV_WRITE | EV_PERSIST, conn_write_cb, c);
 	c->ev_grace = evtimer_new(conn_base, conn_grace_cb, c);
 	c->ev_resume = event_new(conn_base, -1, 0, conn_resume_cb, c);
-	c->ev_flush = event_new(conn_base, -1, 0, conn_flush_cb, c);
 	if (c->ev_read == NULL || c->ev_write == NULL || c->ev_grace == NULL ||
-	    c->ev_resume == NULL || c->ev_flush == NULL)
+	    c->ev_resume == NULL)
 		fatalx("event_new failed");
 	event_add(c->ev_read, NULL);
 	TAILQ_INSERT_TAIL(&conn_list, c, entry);
@@ -135,7 +160,6 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
 	event_free(c->ev_write);
 	event_free(c->ev_grace);
 	event_free(c->ev_resume);
-	event_free(c->ev_flush);
 	frame_free(c->frame);
 	evbuffer_free(c->out);
 	free(c->why);
@@ -170,7 +194,10 @@ conn_close(struct conn *c, const char *why)
 	event_del(c->ev_write);
 	event_del(c->ev_grace);
 	event_del(c->ev_resume);
-	event_del(c->ev_flush);
+	if (c->flags & CONN_FLUSHQ) {
+		TAILQ_REMOVE(&conn_flushq, c, fentry);
+		c->flags &= ~CONN_FLUSHQ;
+	}
 	close(c->fd);
 	c->fd = -1;
 	TAILQ_REMOVE(&conn_list, c, entry);
@@ -220,25 +247,21 @@ conn_maybe_finish(struct conn *c)
 		evtimer_add(c->ev_grace, &tv);
 }
 
-/* Writes what is queued; waits for EV_WRITE if the socket is full. */
+/*
+ * After a write (err: its errno, or 0): closes on a real error, else
+ * waits for EV_WRITE if something is left.
+ */
 static void
-conn_flush(struct conn *c)
+conn_written(struct conn *c, int err)
 {
 	size_t	left;
-	int	n;
 
-	if (c->flags & CONN_CLOSED)
+	if (err != 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+		conn_close(c, err == EPIPE || err == ECONNRESET ?
+		    "peer went away" : "write error");
 		return;
-	if ((left = evbuffer_get_length(c->out)) > 0) {
-		n = evbuffer_write(c->out, c->fd);
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-		    errno != EINTR) {
-			conn_close(c, errno == EPIPE || errno == ECONNRESET ?
-			    "peer went away" : "write error");
-			return;
-		}
-		left = evbuffer_get_length(c->out);
 	}
+	left = evbuffer_get_length(c->out);
 	if (left > 0) {
 		if (!event_pending(c->ev_write, EV_WRITE, NULL))
 			event_add(c->ev_write, NULL);
@@ -256,11 +279,85 @@ conn_flush(struct conn *c)
 	conn_maybe_finish(c);
 }
 
-/* Writes, from the loop, everything queued since the flush was scheduled. */
+/* Writes what is queued; waits for EV_WRITE if the socket is full. */
 static void
-conn_flush_cb(evutil_socket_t fd, short events, void *arg)
+conn_flush(struct conn *c)
 {
-	conn_flush(arg);
+	int	err = 0;
+
+	if (c->flags & CONN_CLOSED)
+		return;
+	if (evbuffer_get_length(c->out) > 0 &&
+	    evbuffer_write(c->out, c->fd) < 0)
+		err = errno;
+	conn_written(c, err);
+}
+
+/* Room for n clients in the batch arrays. */
+static void
+conn_batch_grow(size_t n)
+{
+	if (n <= conn_batch.cap)
+		return;
+	conn_batch.cap = n < 64 ? 64 : n;
+	conn_batch.c = xreallocarray(conn_batch.c, conn_batch.cap,
+	    sizeof *conn_batch.c);
+	conn_batch.s = xreallocarray(conn_batch.s, conn_batch.cap,
+	    sizeof *conn_batch.s);
+	conn_batch.iov = xreallocarray(conn_batch.iov, conn_batch.cap,
+	    CONN_IOV * sizeof *conn_batch.iov);
+}
+
+/*
+ * The end of a pass that queued output outside a read batch: everything
+ * queued to every client goes out now. Several clients at once (an event
+ * fanned out to everyone attached) are written with one system call where
+ * the kernel can (uring.c says why that matters); else one writev each.
+ */
+static void
+conn_flush_all_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c;
+	size_t		 n = 0, i;
+	int		 k;
+
+	TAILQ_FOREACH(c, &conn_flushq, fentry)
+		n++;
+	if (n < 2 || !uring_available()) {
+		while ((c = TAILQ_FIRST(&conn_flushq)) != NULL) {
+			TAILQ_REMOVE(&conn_flushq, c, fentry);
+			c->flags &= ~CONN_FLUSHQ;
+			conn_flush(c);
+		}
+		return;
+	}
+	/*
+	 * Nothing may touch an output queue between the peek and the send
+	 * (an append can move a queue's bytes), so clients with nothing to
+	 * write are seen to after the send, with the others.
+	 */
+	conn_batch_grow(n);
+	n = 0;
+	while ((c = TAILQ_FIRST(&conn_flushq)) != NULL) {
+		TAILQ_REMOVE(&conn_flushq, c, fentry);
+		c->flags &= ~CONN_FLUSHQ;
+		conn_batch.c[n] = c;
+		conn_batch.s[n].fd = c->fd;
+		conn_batch.s[n].iov = conn_batch.iov + n * CONN_IOV;
+		k = evbuffer_peek(c->out, -1, NULL, conn_batch.iov +
+		    n * CONN_IOV, CONN_IOV);
+		conn_batch.s[n].iovcnt = k < CONN_IOV ? k : CONN_IOV;
+		n++;
+	}
+	uring_sendv(conn_batch.s, n);
+	for (i = 0; i < n; i++) {
+		c = conn_batch.c[i];
+		if (conn_batch.s[i].res >= 0) {
+			evbuffer_drain(c->out, (size_t)conn_batch.s[i].res);
+			conn_written(c, 0);
+		} else
+			conn_written(c, (int)-conn_batch.s[i].res);
+	}
 }
 
 /*
@@ -273,10 +370,12 @@ conn_flush_cb(evutil_socket_t fd, short events, void *arg)
 static void
 conn_schedule_flush(struct conn *c)
 {
-	if ((c->flags & (CONN_IN_READ | CONN_CLOSED)) ||
-	    event_pending(c->ev_flush, EV_TIMEOUT, NULL))
+	if (c->flags & (CONN_IN_READ | CONN_CLOSED | CONN_FLUSHQ))
 		return;
-	event_active(c->ev_flush, EV_TIMEOUT, 0);
+	c->flags |= CONN_FLUSHQ;
+	TAILQ_INSERT_TAIL(&conn_flushq, c, fentry);
+	if (!event_pending(conn_ev_flush, EV_TIMEOUT, NULL))
+		event_active(conn_ev_flush, EV_TIMEOUT, 0);
 }
 
 /* The socket can take more. */

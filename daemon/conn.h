@@ -58,6 +58,8 @@ const char	*conn_client(const struct conn *);
 unsigned	 conn_count(void);
 /* Evictions since start. */
 uint64_t	 conn_evictions(void);
+/* How events reach many clients at once: "io_uring" or "writev". */
+const char	*conn_write_batching(void);
 /* Applies changed limits from the live config to every connection. */
 void		 conn_apply_config(void);
 /* Closes every connection (shutdown), trying once to flush each. */

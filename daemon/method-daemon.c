@@ -100,7 +100,7 @@ method_daemon_status(struct request *req, json_t *params)
 
 	if (params_only(req, params, keys) != 0)
 		return;
-	result = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:s, s:s?, s:s, s:{s:I, s:I, s:I}, s:o, s:{s:I, s:I, s:I}}",
+	result = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:s, s:s?, s:s, s:{s:I, s:I, s:I, s:s}, s:o, s:{s:I, s:I, s:I}}",
 	    "server", "gbrd",
 	    "version", PACKAGE_VERSION,
 	    "pid", (json_int_t)getpid(),
@@ -114,6 +114,7 @@ method_daemon_status(struct request *req, json_t *params)
 		"connected", (json_int_t)conn_count(),
 		"max", (json_int_t)cfg->max_clients,
 		"evicted", (json_int_t)conn_evictions(),
+		"write_batching", conn_write_batching(),
 	    "security", method_security(),
 	    "limits",
 		"max_line_bytes", (json_int_t)cfg->max_line_bytes,
