@@ -150,12 +150,22 @@ def test_many_clients_identical_streams(make_daemon, ws, mode):
     clients = [d.conn() for _ in range(20)]
     for c in clients:
         assert c.call("session.attach", {"session": s["id"]})["result"]["seq"] == 1
+    # Two more attach and go away without a word: one before the events
+    # (its copy fails to send: the peer is gone), one while they flow.
+    gone = [d.conn() for _ in range(2)]
+    for c in gone:
+        assert "result" in c.call("session.attach", {"session": s["id"]})
+    gone[0].close()
     big = "z" * 60000
     for i in range(8):
         r = owner.call("session.send", {"session": s["id"], "text": big + str(i)})
         assert "result" in r, r
+        if i == 3:
+            gone[1].close()
     for c in clients:
         wait_events(c, turn_ended(8), timeout=30)
+    info = owner.call("session.list")["result"]["sessions"][0]
+    assert info["attached"] == 20 and info["state"] == "idle", info
     streams = [session_events(c.events) for c in clients]
     for st in streams[1:]:
         assert st == streams[0]
