@@ -350,13 +350,21 @@ conn_flush_all_cb(evutil_socket_t fd, short events, void *arg)
 		n++;
 	}
 	uring_sendv(conn_batch.s, n);
+	/*
+	 * Every queue loses what went out before anything can run: what
+	 * follows may write to a client of this batch again (an eviction
+	 * flushes at once) or close it.
+	 */
+	for (i = 0; i < n; i++)
+		if (conn_batch.s[i].res > 0)
+			evbuffer_drain(conn_batch.c[i]->out,
+			    (size_t)conn_batch.s[i].res);
 	for (i = 0; i < n; i++) {
 		c = conn_batch.c[i];
-		if (conn_batch.s[i].res >= 0) {
-			evbuffer_drain(c->out, (size_t)conn_batch.s[i].res);
-			conn_written(c, 0);
-		} else
-			conn_written(c, (int)-conn_batch.s[i].res);
+		if (c->flags & CONN_CLOSED)
+			continue;
+		conn_written(c, conn_batch.s[i].res < 0 ?
+		    (int)-conn_batch.s[i].res : 0);
 	}
 }
 
