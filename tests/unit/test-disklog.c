@@ -595,7 +595,7 @@ static void
 test_inline(void)
 {
 	struct disklog_opts	 o = opts(64 << 20, 1ULL << 30);
-	struct timespec		 settle = { 0, 20 * 1000 * 1000 };
+	struct timespec		 settle = { 0, 100 * 1000 * 1000 };
 	char			*cause;
 	long long		 before, inl;
 
