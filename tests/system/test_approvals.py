@@ -430,6 +430,46 @@ def test_crash_between_approval_and_its_event(make_daemon, ws):
     assert resolved and resolved[-1]["approval"]["state"] == "applied"
 
 
+def test_approvals_survive_a_snapshot(make_daemon, ws):
+    # The log's budget forces a snapshot while one approval is pending and
+    # one was denied: after a restart both are back as they were, nothing
+    # is announced twice (the session's seq does not move), and the
+    # pending one can still be approved.
+    d = make_daemon(config="[log]\nmax_bytes = 1M\nsegment_bytes = 64K\n")
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW})
+    c2, sid2 = new_session(d, ws)
+    rid2, b = ask(c2, sid2, "write_file", {"path": "gleam.toml",
+                                           "content": "no\n"})
+    assert resolve(d, b["id"], "deny")["result"]["approval"]["state"] == "denied"
+    assert answer(c2, rid2)["error"]["data"]["kind"] == "denied"
+    f = d.conn()
+    sid3 = f.call("session.create", {"workspace": ws})["result"]["id"]
+    text = "z" * 4000
+    for i in range(400):
+        assert "result" in f.call("session.send", {"session": sid3,
+                                                   "text": "%d %s" % (i, text)})
+        snap = f.call("daemon.status")["result"]["disklog"].get("snapshot")
+        if snap and i > 10:
+            break
+    assert snap, "no snapshot was written"
+    wait_until(lambda: state_of(d, sid3) == "idle")
+    before = approvals(d, all=True)
+    seqs = {s["id"]: s["seq"] for s in
+            d.conn().call("session.list")["result"]["sessions"]}
+    d.stop()
+    d.start()
+    assert approvals(d, all=True) == before
+    after = {s["id"]: s["seq"] for s in
+             d.conn().call("session.list")["result"]["sessions"]}
+    assert after == seqs
+    assert "missing from session" not in d.log()
+    assert state_of(d, sid) == "awaiting_approval"
+    assert resolve(d, a["id"], "approve")["result"]["approval"]["state"] == "approved"
+    wait_until(lambda: read(os.path.join(ws, "gleam.toml")) == GLEAM_NEW)
+
+
 def test_crash_interrupted_can_be_denied(make_daemon, ws):
     d = make_daemon(env={"GBR_TEST_CRASH_AFTER_APPLYING": "1"})
     c, sid = new_session(d, ws)
