@@ -421,7 +421,7 @@ main(int argc, char **argv)
 	char		 line[8192], reply[1 << 16], sid[32];
 	pthread_t	*thr;
 	double		*spread, *send_last, *msg_last, *pings, cpu0, cpu1;
-	double		*call_last;
+	double		*call_last, lo, hi;
 	uint64_t	*send_t, *call_t, t0, t, first, last;
 	long		 turns, k, seq, s0 = 2, r0, r1, r2, r3, r4, list_kib;
 	size_t		 ns = 0, nm = 0, nc = 0, i;
@@ -588,9 +588,8 @@ main(int argc, char **argv)
 	printf("fan-out, 1 session, %d attached clients, %zu events (%ld turns), "
 	    "%d reader threads\n", n_clients, ns, turns, n_readers);
 	printf("  first client -> last client   p50 %8.1f us  p99 %8.1f us  "
-	    "(lower bound of logged -> last client; goal p99 < %.0f us: %s)\n",
-	    pct(spread, ns, 50), pct(spread, ns, 99), GOAL_P99_US,
-	    pct(spread, ns, 99) < GOAL_P99_US ? "met" : "NOT met");
+	    "(lower bound of logged -> last client)\n",
+	    pct(spread, ns, 50), pct(spread, ns, 99));
 	printf("  send -> last client, all      p50 %8.1f us  p99 %8.1f us  "
 	    "(upper bound: includes parsing, the log write and the fsync)\n",
 	    pct(send_last, ns, 50), pct(send_last, ns, 99));
@@ -600,14 +599,20 @@ main(int argc, char **argv)
 	printf("  gbrd CPU per event            %8.1f us  (everything: the send, "
 	    "the log, the turn, %d copies; immune to other load)\n",
 	    (cpu1 - cpu0) / (double)(turns * 4), n_clients);
-	if (nc > 0)
+	if (nc > 0) {
 		printf("  tool.call -> last client      p50 %8.1f us  p99 %8.1f us  "
 		    "(%zu read_file calls, their tool.result: upper bound of "
 		    "logged -> last client with no fsync in it: the request, the "
-		    "read, the log's write; goal p99 < %.0f us: %s)\n",
-		    pct(call_last, nc, 50), pct(call_last, nc, 99), nc,
-		    GOAL_P99_US, pct(call_last, nc, 99) < GOAL_P99_US ? "met" :
+		    "read, the log's write)\n",
+		    pct(call_last, nc, 50), pct(call_last, nc, 99), nc);
+		lo = pct(spread, ns, 99);
+		hi = pct(call_last, nc, 99);
+		printf("  logged -> last client p99 lies in [%.1f, %.1f] us: goal "
+		    "< %.0f us %s\n", lo < hi ? lo : hi, hi, GOAL_P99_US,
+		    hi < GOAL_P99_US ? "met (both bounds under it)" :
+		    lo < GOAL_P99_US ? "not shown (the upper bound is over it)" :
 		    "NOT met");
+	}
 	if (missing > 0)
 		printf("  MISSING: %d (event, client) pairs never arrived\n", missing);
 	printf("memory (gbrd VmRSS)\n");
