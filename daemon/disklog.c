@@ -769,6 +769,36 @@ fail:
 	return -1;
 }
 
+/*
+ * Takes the open batch into busy, for whoever holds the writer's state
+ * (the writer, or the loop writing inline), with the options in force.
+ * Caller holds mtx.
+ */
+static void
+dl_take_batch(struct disklog_opts *o)
+{
+	struct dl_buf	tmp = dl.busy;
+
+	dl.busy = dl.open_buf;
+	dl.open_buf = tmp;
+	dl.open_buf.len = 0;
+	dl.open_buf.durable = 0;
+	dl.open_buf.first_seq = dl.open_buf.last_seq = 0;
+	*o = dl.w_opts;
+}
+
+/* Empties busy once written; a large batch's buffer is not kept. */
+static void
+dl_put_batch(void)
+{
+	dl.busy.len = 0;
+	if (dl.busy.cap > DL_KEEP_BUF) {
+		free(dl.busy.data);
+		dl.busy.data = NULL;
+		dl.busy.cap = 0;
+	}
+}
+
 /* Flushes and marks the active segment clean at shutdown. */
 static void
 dl_seal_active(void)
@@ -798,7 +828,6 @@ dl_writer_main(void *arg)
 {
 	struct disklog_opts	 o;
 	struct dl_snapjob	*job;
-	struct dl_buf		 tmp;
 	struct timespec		 ts;
 	int			 err, wake;
 
@@ -861,21 +890,10 @@ dl_writer_main(void *arg)
 				    &ts) == 0 && !dl.w_stop)
 					;
 			}
-			tmp = dl.busy;
-			dl.busy = dl.open_buf;
-			dl.open_buf = tmp;
-			dl.open_buf.len = 0;
-			dl.open_buf.durable = 0;
-			dl.open_buf.first_seq = dl.open_buf.last_seq = 0;
-			o = dl.w_opts;
+			dl_take_batch(&o);
 			pthread_mutex_unlock(&dl.mtx);
 			dl_write_batch(&dl.busy, &o);
-			dl.busy.len = 0;
-			if (dl.busy.cap > DL_KEEP_BUF) {
-				free(dl.busy.data);
-				dl.busy.data = NULL;
-				dl.busy.cap = 0;
-			}
+			dl_put_batch();
 			event_active(dl.ev_done, EV_READ, 0);
 			pthread_mutex_lock(&dl.mtx);
 			continue;
@@ -1326,7 +1344,6 @@ static int
 dl_write_inline(void)
 {
 	struct disklog_opts	 o;
-	struct dl_buf		 tmp;
 	struct timespec		 t0, t1;
 	uint64_t		 us;
 
@@ -1341,19 +1358,13 @@ dl_write_inline(void)
 	if (dl_seg_active()->size + dl.open_buf.len > dl_seg_limit(&dl.w_opts))
 		return 0;
 	dl.w_inline = 1;
-	tmp = dl.busy;
-	dl.busy = dl.open_buf;
-	dl.open_buf = tmp;
-	dl.open_buf.len = 0;
-	dl.open_buf.durable = 0;
-	dl.open_buf.first_seq = dl.open_buf.last_seq = 0;
-	o = dl.w_opts;
+	dl_take_batch(&o);
 	pthread_mutex_unlock(&dl.mtx);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	dl_write_batch(&dl.busy, &o);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	dl.busy.len = 0;
+	dl_put_batch();
 	us = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
 	    (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000;
 	/* A failure (its cut syncs) is err_active's business, not slowness. */
