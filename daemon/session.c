@@ -50,17 +50,27 @@
  * once at start) keeps the stub turn running that long first, so tests
  * can kill the daemon in the middle of a turn. It only delays an error in
  * a daemon that has no provider, so it is harmless in production.
+ *
+ * GBR_BENCH_LOGGED_FILE (read once at start) names a file of 8-byte slots
+ * shared with a benchmark: when the record of event seq N is logged, its
+ * CLOCK_MONOTONIC time in nanoseconds is stored in slot N (if the file has
+ * one). It lets bench-fanout time "logged -> last client" exactly; it costs
+ * one clock read and one store per record, and nothing when unset.
  */
 #include "gbr-config.h"
 
+#include <sys/mman.h>
 #include <sys/queue.h>
+#include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -267,6 +277,8 @@ static size_t			 create_rids_next;
 static uint64_t			 events_memory;
 static unsigned			 session_turn_ms;
 static int			 session_appending;
+static uint64_t			*session_probe;	/* GBR_BENCH_LOGGED_FILE */
+static size_t			 session_probe_n;
 static struct event		*session_reap_ev;
 static struct catchup_list	 catchup_waiting = TAILQ_HEAD_INITIALIZER(catchup_waiting);
 static struct event		*catchup_ev;	/* looks at waiting catch-ups again */
@@ -1178,7 +1190,13 @@ static void
 session_logged_cb(void *arg, int error, uint64_t lseq)
 {
 	struct pending	*pe = arg;
+	struct timespec	 ts;
 
+	if (session_probe != NULL && error == 0 && pe->seq < session_probe_n) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		__atomic_store_n(&session_probe[pe->seq], (uint64_t)ts.tv_sec *
+		    1000000000u + (uint64_t)ts.tv_nsec, __ATOMIC_RELAXED);
+	}
 	pe->done = 1;
 	pe->error = error;
 	/* A callback from inside disklog_append waits for the caller to settle. */
@@ -2496,13 +2514,48 @@ session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 	return 0;
 }
 
-/* Registers with the disk log and reads the test hook. */
+/* Maps the bench probe's file (GBR_BENCH_LOGGED_FILE), if one is named. */
+static void
+session_probe_init(void)
+{
+	const char	*path = getenv("GBR_BENCH_LOGGED_FILE");
+	struct stat	 sb;
+	void		*map;
+	int		 fd;
+
+	if (path == NULL || *path == '\0')
+		return;
+	if ((fd = open(path, O_RDWR | O_CLOEXEC)) == -1 || fstat(fd, &sb) != 0 ||
+	    !S_ISREG(sb.st_mode) || sb.st_size < 8) {
+		log_warn("GBR_BENCH_LOGGED_FILE=%s ignored: %s", path,
+		    fd == -1 ? strerror(errno) : "not a regular file of 8+ bytes");
+		if (fd != -1)
+			close(fd);
+		return;
+	}
+	map = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+	    fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		log_warn("GBR_BENCH_LOGGED_FILE=%s ignored: mmap: %s", path,
+		    strerror(errno));
+		return;
+	}
+	session_probe = map;
+	session_probe_n = (size_t)sb.st_size / sizeof *session_probe;
+	log_warn("bench probe: logged times go to %s (GBR_BENCH_LOGGED_FILE)",
+	    path);
+}
+
+/* Registers with the disk log and reads the test hooks. */
 void
 session_init(void)
 {
 	const char	*v = getenv("GBR_TEST_TURN_MS");
 	char		*end;
 	long		 ms;
+
+	session_probe_init();
 
 	if (v != NULL && *v != '\0') {
 		errno = 0;

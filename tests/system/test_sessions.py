@@ -132,6 +132,41 @@ def test_three_clients_see_identical_streams(daemon, ws):
         ["m%d" % i for i in range(6)]
 
 
+def test_bench_probe_stamps_records_when_logged(make_daemon, ws, tmpdir_short):
+    """GBR_BENCH_LOGGED_FILE (bench-fanout's clock for "logged"): each
+    record's slot gets a CLOCK_MONOTONIC time after it was sent and before
+    any client read its event, in seq order; slots past the file stay
+    untouched, and a bad file is ignored with a warning."""
+    import struct
+    path = os.path.join(tmpdir_short, "logged")
+    with open(path, "wb") as f:
+        f.write(b"\0" * 8 * 5)          # slots 0..4: seq 5 has none
+    d = make_daemon(env={"GBR_BENCH_LOGGED_FILE": path})
+    c, watcher = d.conn(), d.conn()
+    t0 = time.monotonic_ns()
+    s = create(c, ws)
+    watcher.call("session.attach", {"session": s["id"]})
+    c.call("session.send", {"session": s["id"], "text": "hello"})
+    got = {}
+    watcher.sock.settimeout(10)
+    while 5 not in got:
+        m = watcher.recv()
+        if m.get("method") == "event" and "seq" in m["params"]:
+            got.setdefault(m["params"]["seq"], time.monotonic_ns())
+    with open(path, "rb") as f:
+        slots = struct.unpack("<5Q", f.read())
+    assert slots[0] == 0
+    assert t0 < slots[1] <= slots[2] <= slots[3] <= slots[4], slots
+    for seq in (2, 3, 4):
+        assert slots[seq] <= got[seq], (seq, slots[seq], got[seq])
+    assert os.path.getsize(path) == 40
+    assert "bench probe" in d.log()
+    # A missing file: the daemon starts and says why the hook is off.
+    d2 = make_daemon(env={"GBR_BENCH_LOGGED_FILE": path + ".missing"})
+    assert create(d2.conn(), ws)["id"]
+    assert "GBR_BENCH_LOGGED_FILE" in d2.log() and "ignored" in d2.log()
+
+
 @pytest.mark.parametrize("mode", ["io_uring", "writev"])
 def test_many_clients_identical_streams(make_daemon, ws, mode):
     """Twenty clients, large events that fill their sockets while they
