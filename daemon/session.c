@@ -2907,6 +2907,50 @@ session_set_env(struct session *s, const char *type, const char *env,
 }
 
 /*
+ * A live event's line. It is sent often (a streamed answer is one per
+ * chunk), so the head is written by hand around the encoding of fields
+ * alone: the same JSON as a payload of the head fields followed by the
+ * others, at a fraction of the cost. NULL if fields cannot be encoded.
+ */
+static char *
+session_live_encode(struct session *s, const char *type, json_t *fields,
+    size_t *len)
+{
+	static const char	*head_keys[] = { "session", "seq", "ts", "type" };
+	char			 head[160], *body = NULL, *line;
+	size_t			 n, blen = 0, i;
+	int			 r;
+
+	r = snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"event\",\"params\":{\"session\":\"%s\",\"seq\":%llu,\"ts\":%lld,"
+	    "\"type\":\"%s\"", s->id, (unsigned long long)s->announced,
+	    (long long)osdep_now_ms(), type);
+	if (r < 0 || (size_t)r >= sizeof head)
+		fatalx("session: live event head too long (%s)", type);
+	if (fields != NULL && json_object_size(fields) > 0) {
+		for (i = 0; i < sizeof head_keys / sizeof head_keys[0]; i++)
+			json_object_del(fields, head_keys[i]);
+		if ((body = json_dumps(fields, JSON_COMPACT)) == NULL)
+			return NULL;
+		blen = strlen(body);
+	}
+	n = (size_t)r;
+	line = xmalloc(n + blen + 3);
+	memcpy(line, head, n);
+	if (blen > 2) {
+		/* ",k:v,...}": fields' own object without its "{". */
+		line[n++] = ',';
+		memcpy(line + n, body + 1, blen - 1);
+		n += blen - 1;
+	} else
+		line[n++] = '}';
+	memcpy(line + n, "}\n", 2);
+	*len = n + 2;
+	free(body);
+	return line;
+}
+
+/*
  * The agent loop's access (agent.c). A live-only event: fanned out to
  * the attached clients in order with the records around it, never logged,
  * never kept in the ring (its seq repeats the last one announced).
@@ -2915,7 +2959,6 @@ int
 session_live(struct session *s, const char *type, json_t *fields)
 {
 	struct pending	*pe;
-	json_t		*p;
 	char		*line;
 	size_t		 len;
 
@@ -2923,15 +2966,10 @@ session_live(struct session *s, const char *type, json_t *fields)
 		json_decref(fields);
 		return -1;
 	}
-	p = json_pack("{s:s, s:I, s:I, s:s}", "session", s->id, "seq",
-	    (json_int_t)s->announced, "ts", (json_int_t)osdep_now_ms(),
-	    "type", type);
-	if (fields != NULL) {
-		json_object_update_missing(p, fields);
-		json_decref(fields);
-	}
-	line = session_encode(p, &len);
-	json_decref(p);
+	line = session_live_encode(s, type, fields, &len);
+	json_decref(fields);
+	if (line == NULL)
+		return -1;
 	if (TAILQ_EMPTY(&s->pending)) {
 		session_fanout(s, line, len);
 		free(line);
