@@ -137,6 +137,18 @@ logscan_record_at(struct logscan_reader *rd, uint64_t pos,
 	return (int)st;
 }
 
+/* The size the record at pos claims, unchecked: 0 if none or not plausible. */
+size_t
+logscan_record_size_at(struct logscan_reader *rd, uint64_t pos)
+{
+	const unsigned char	*p;
+	long long		 avail;
+
+	if (pos >= rd->size || (avail = logscan_rd_get(rd, pos, 8, &p)) < 8)
+		return 0;
+	return logfmt_record_need(p, (size_t)avail);
+}
+
 /* Fills the reason of a verdict. */
 static void
 logscan_why(struct logscan_seg *out, const char *fmt, ...)

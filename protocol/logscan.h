@@ -90,6 +90,12 @@ void	 logscan_reader_release(struct logscan_reader *);
 int	 logscan_record_at(struct logscan_reader *, uint64_t pos,
 	    struct logfmt_record *, const char **why);
 
+/*
+ * The size the record at pos says it has, without checking it (a reader
+ * skipping records another pass checks): 0 if there is no plausible one.
+ */
+size_t	 logscan_record_size_at(struct logscan_reader *, uint64_t pos);
+
 /* Lists the segments and snapshots in an open folder. Returns 0 or -1 with *cause. */
 int	 logscan_list(int dirfd, struct logscan_dir *, char **cause);
 void	 logscan_dir_free(struct logscan_dir *);

@@ -550,6 +550,141 @@ test_replay_refusal(void)
 	mod_check_i = 0;
 }
 
+static long long	status_int_in(const char *, const char *);
+
+/* Record offsets of one segment, by seq (logscan callback). */
+static uint64_t	pa_off[30001];
+
+static int
+pa_off_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
+{
+	if (rec->seq < sizeof pa_off / sizeof pa_off[0])
+		pa_off[rec->seq] = off;
+	return 0;
+}
+
+/* The first segment's path (new string); fills pa_off. */
+static char *
+pa_scan(void)
+{
+	struct logscan_dir	 d;
+	struct logscan_seg	 res;
+	char			*dir = xasprintf("%s/log", state), *cause, *path;
+	int			 dfd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	memset(pa_off, 0, sizeof pa_off);
+	if (dfd == -1 || logscan_list(dfd, &d, &cause) != 0 || d.nsegs != 1)
+		CHECK(0, "cannot list %s", dir);
+	logscan_segment(dfd, d.segs[0].name, 0, d.segs[0].seq, 1, pa_off_cb,
+	    NULL, &res);
+	path = xasprintf("%s/%s", dir, d.segs[0].name);
+	logscan_dir_free(&d);
+	close(dfd);
+	free(dir);
+	return path;
+}
+
+/* Overwrites bytes of a file, keeping what was there in old. */
+static void
+pa_poke(const char *path, uint64_t off, const void *buf, size_t len,
+    void *old)
+{
+	int	fd = open(path, O_RDWR);
+
+	if (fd == -1 || (old != NULL && pread(fd, old, len, (off_t)off) !=
+	    (ssize_t)len) || pwrite(fd, buf, len, (off_t)off) != (ssize_t)len)
+		CHECK(0, "cannot change %s", path);
+	close(fd);
+}
+
+/*
+ * A large segment is replayed with a helper thread parsing payloads ahead:
+ * every record still reaches its module once, in order, with its own
+ * payload, and damage anywhere (in a chunk the helper parsed, or in one it
+ * hopped over unchecked) stops the start at the very record where it is.
+ */
+static void
+test_parse_ahead(void)
+{
+	struct disklog_opts	 o = opts(64 << 20, 1ULL << 30);
+	static const uint64_t	 damage[] = { 4000, 7000, 15000, 29000 };
+	unsigned char		 save[8], bad[8];
+	size_t			 i;
+	struct stat		 sb;
+	char			*cause, *path;
+	long long		 ahead;
+
+	wipe();
+	CHECK(open_log(&o, &cause) == 0, "a fresh log");
+	append_n(30000, 20, 0);
+	CHECK(run_until(&cbs.done, 30000), "30000 records written");
+	disklog_close();
+	path = pa_scan();
+	CHECK(stat(path, &sb) == 0 && sb.st_size > 1024 * 1024,
+	    "one segment of %lld bytes", (long long)sb.st_size);
+	mod_check_i = 1;
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 30000 && !mod.bad,
+	    "30000 records replay in order, each with its own payload");
+	ahead = status_int_in("replay", "parsed_ahead");
+	CHECK(ahead > 0 && ahead < 30000, "the helper parsed %lld of them, "
+	    "the loop the rest", ahead);
+	disklog_close();
+
+	/*
+	 * A flipped byte in a payload, at places the helper is likely to
+	 * have parsed (it starts with the furthest chunk of its window,
+	 * seqs 3841 to 4096) and elsewhere.
+	 */
+	for (i = 0; i < sizeof damage / sizeof damage[0]; i++) {
+		pa_poke(path, pa_off[damage[i]] + 40, "Z", 1, save);
+		cause = NULL;
+		CHECK(open_log(&o, &cause) != 0 && cause != NULL &&
+		    strstr(cause, "offset") != NULL &&
+		    mod.n == damage[i] - 1 && !mod.bad, "damage in seq %llu "
+		    "stops the start there (%zu replayed)",
+		    (unsigned long long)damage[i], mod.n);
+		free(cause);
+		pa_poke(path, pa_off[damage[i]] + 40, save, 1, NULL);
+	}
+
+	/*
+	 * A wrong length in a record the helper hops over (seq 100, chunk
+	 * 0): the helper is thrown off, the loop's own check stops at it.
+	 */
+	pa_poke(path, pa_off[100], "\0\0\0\0", 4, save);
+	memcpy(bad, save, 4);
+	bad[0] += 4;	/* still a plausible length: the hop goes wrong */
+	pa_poke(path, pa_off[100], bad, 4, NULL);
+	cause = NULL;
+	CHECK(open_log(&o, &cause) != 0 && cause != NULL && mod.n == 99 &&
+	    !mod.bad, "a bad length before the helper's chunks stops the "
+	    "start at seq 100 (%zu replayed)", mod.n);
+	free(cause);
+	pa_poke(path, pa_off[100], save, 4, NULL);
+
+	/* A torn tail: the helper stops where the loop cuts. */
+	if (stat(path, &sb) != 0 || truncate(path, sb.st_size - 7) != 0 ||
+	    (pa_poke(path, LOGFMT_CLEAN_OFFSET, "\0\0\0\0\0\0\0\0", 8,
+	    NULL), 0))
+		CHECK(0, "cannot cut %s", path);
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 29999 && !mod.bad,
+	    "a torn last record is cut; 29999 replay with the helper");
+	disklog_close();
+
+	/* A refusal in a helper's chunk, and the payloads after a repair. */
+	mod_refuse_seq = 20000;
+	cause = NULL;
+	CHECK(open_log(&o, &cause) != 0 && mod.n == 19999 && !mod.bad,
+	    "a module refusing seq 20000 stops there (%zu replayed)", mod.n);
+	free(cause);
+	mod_refuse_seq = 0;
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 29999 && !mod.bad,
+	    "and without the refusal all replay again");
+	disklog_close();
+	mod_check_i = 0;
+	free(path);
+}
+
 /* The size of the first segment, or -1. */
 static long long
 seg_size(void)
@@ -573,6 +708,19 @@ seg_size(void)
 }
 
 static void	fault(const char *);
+
+/* An integer one level down in disklog_status(). */
+static long long
+status_int_in(const char *obj, const char *key)
+{
+	json_t		*st = disklog_status();
+	long long	 v = json_integer_value(json_object_get(
+			    json_object_get(st, obj), key));
+
+	json_decref(st);
+	return v;
+}
+
 
 /* A counter of disklog_status(). */
 static long long
@@ -791,6 +939,7 @@ main(void)
 	test_read();
 	test_torn_corrupt_repair();
 	test_replay_refusal();
+	test_parse_ahead();
 	test_inline();
 	test_faults();
 	test_watch();
