@@ -1166,14 +1166,10 @@ agent_recover(void)
 	if (!llm_configured(config_get(), NULL) &&
 	    llm_local_url(config_get()) != NULL)
 		llm_local_known(llm_local_url(config_get()), &local);
-	list = session_list(NULL);
+	list = session_open_ids(NULL);
 	json_array_foreach(list, i, info) {
-		if (strcmp(json_string_value(json_object_get(info, "state")) !=
-		    NULL ? json_string_value(json_object_get(info, "state")) : "",
-		    "awaiting_approval") != 0)
-			continue;
-		if ((s = session_find(json_string_value(json_object_get(info,
-		    "id")))) == NULL)
+		if ((s = session_find(json_string_value(info))) == NULL ||
+		    session_state(s) != SESSION_AWAITING_APPROVAL)
 			continue;
 		msgs = session_messages(s, 0);
 		agent_view(msgs, &v);

@@ -1644,9 +1644,9 @@ approval_recover(void)
 		if (ap_open(a->state))
 			nwait++;
 	/* Sessions in awaiting_approval exactly while an approval waits. */
-	list = session_list(NULL);
+	list = session_open_ids(NULL);
 	json_array_foreach(list, i, o)
-		ap_sync_session(ap_str(o, "id"));
+		ap_sync_session(json_string_value(o));
 	json_decref(list);
 	if (napply > 0) {
 		if ((ap_kick = event_new(gbrd_base(), -1, 0, ap_kick_cb,

@@ -1149,6 +1149,16 @@ disklog_last_payload(size_t *len)
 	return dl.last_len > 0 ? (const char *)dl.scratch + dl.last_off : NULL;
 }
 
+static const struct logfmt_record	*dl_replaying;
+
+/* The payload of the record being replayed (see disklog.h). */
+const char *
+disklog_replay_payload(size_t *len)
+{
+	*len = dl_replaying != NULL ? dl_replaying->data_len : 0;
+	return dl_replaying != NULL ? (const char *)dl_replaying->data : NULL;
+}
+
 /* Appends a record whose payload may take at most max_data bytes. */
 uint64_t
 disklog_append_bounded(const char *type, const json_t *payload, int durable,
@@ -2080,7 +2090,9 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 		    "(%s)", rec->seq, jerr.text);
 		return -1;
 	}
+	dl_replaying = rec;
 	r = m->replay(rec->seq, rec->ts_ms, type, payload);
+	dl_replaying = NULL;
 	json_decref(payload);
 	if (r != 0) {
 		rp->why = xasprintf("module '%s' refused record seq %" PRIu64

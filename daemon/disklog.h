@@ -129,6 +129,12 @@ uint64_t	 disklog_append_bounded(const char *type, const json_t *payload,
  * NULL if the last append failed.
  */
 const char	*disklog_last_payload(size_t *len);
+/*
+ * Inside a module's replay(): the payload of the record being replayed as
+ * the log holds it (the same compact JSON as disklog_last_payload gave
+ * when it was appended), len bytes, not NUL-terminated. NULL elsewhere.
+ */
+const char	*disklog_replay_payload(size_t *len);
 
 /* The last sequence number given out. */
 uint64_t	 disklog_last_seq(void);

@@ -85,7 +85,7 @@ reload_watch_gc(void)
 
 	for (rw = TAILQ_FIRST(&reload_watches); rw != NULL; rw = next) {
 		next = TAILQ_NEXT(rw, entry);
-		l = session_list(rw->workspace);
+		l = session_open_ids(rw->workspace);
 		if (json_array_size(l) == 0)
 			reload_watch_free(rw);
 		json_decref(l);
@@ -342,9 +342,9 @@ reload_watch_cb(const char *name, void *arg)
 	char		*cause;
 	size_t		 i;
 
-	l = session_list(rw->workspace);
+	l = session_open_ids(rw->workspace);
 	json_array_foreach(l, i, o) {
-		s = session_find(json_string_value(json_object_get(o, "id")));
+		s = session_find(json_string_value(o));
 		if (s == NULL || strcmp(session_env_name(s), name) != 0)
 			continue;
 		if (reload_apply(s, name, 0, "changed on disk", NULL, NULL,
@@ -365,9 +365,9 @@ reload_recover(void)
 	char		*cause;
 	size_t		 i;
 
-	l = session_list(NULL);
+	l = session_open_ids(NULL);
 	json_array_foreach(l, i, o) {
-		s = session_find(json_string_value(json_object_get(o, "id")));
+		s = session_find(json_string_value(o));
 		if (s != NULL && reload_session(s, NULL, NULL, &cause) != 0) {
 			log_error("session %s: no environment: %s",
 			    session_id(s), cause);

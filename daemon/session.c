@@ -505,20 +505,18 @@ session_encode(json_t *payload, size_t *len)
 }
 
 /*
- * The event line of the record just appended, built around the log's own
- * encoding of its payload (the same bytes session_encode would give), so
- * a large message is not encoded again. NULL if there is none.
+ * An event line around a payload as the disk log encoded it (the same
+ * bytes session_encode would give), so it is not encoded again. NULL if
+ * there is none.
  */
 static char *
-session_wrap_logged(size_t *len)
+session_wrap(const char *data, size_t n, size_t *len)
 {
 	static const char	 head[] =
 	    "{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":";
-	const char		*data;
-	size_t			 n;
 	char			*line;
 
-	if ((data = disklog_last_payload(&n)) == NULL)
+	if (data == NULL)
 		return NULL;
 	line = xmalloc(sizeof head - 1 + n + 2);
 	memcpy(line, head, sizeof head - 1);
@@ -526,6 +524,17 @@ session_wrap_logged(size_t *len)
 	memcpy(line + sizeof head - 1 + n, "}\n", 2);
 	*len = sizeof head - 1 + n + 2;
 	return line;
+}
+
+/* The event line of the record just appended. */
+static char *
+session_wrap_logged(size_t *len)
+{
+	const char	*data;
+	size_t		 n;
+
+	data = disklog_last_payload(&n);
+	return session_wrap(data, n, len);
 }
 
 /* Drops the oldest event of a session's ring. */
@@ -2240,6 +2249,22 @@ session_list(const char *workspace)
 	return a;
 }
 
+/* The ids of the open sessions, of one workspace or all. */
+json_t *
+session_open_ids(const char *workspace)
+{
+	struct session	*s;
+	json_t		*a = json_array();
+
+	TAILQ_FOREACH(s, &session_all, entry) {
+		if (s->state == SESSION_CLOSED ||
+		    (workspace != NULL && strcmp(s->workspace, workspace) != 0))
+			continue;
+		json_array_append_new(a, json_string(s->id));
+	}
+	return a;
+}
+
 /*
  * Returns the last messages of a history before a seq, as far as announced
  * and as many as fit in half a client's output queue (so the reply itself
@@ -2493,8 +2518,9 @@ static int
 session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 {
 	struct session	*s = NULL;
+	const char	*data;
 	char		*line;
-	size_t		 len;
+	size_t		 len, dlen;
 
 	if (session_apply(type, payload, &s) != 0) {
 		log_error("disk log record %llu (%s) does not fit the sessions "
@@ -2504,7 +2530,9 @@ session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 	lidx_note(s, s->seq, lseq);
 	if (session_observer != NULL && strcmp(type, "session.event") == 0)
 		session_observer(payload);
-	line = session_encode(payload, &len);
+	data = disklog_replay_payload(&dlen);
+	if ((line = session_wrap(data, dlen, &len)) == NULL)
+		line = session_encode(payload, &len);
 	ring_push(s, s->seq, line, len);
 	s->announced = s->seq;
 	if (s->state == SESSION_CLOSED) {

@@ -120,6 +120,11 @@ json_t		*session_info(struct session *);
 /* Every open session, optionally only those on one workspace (new reference). */
 json_t		*session_list(const char *workspace);
 /*
+ * The ids of the open sessions (of one workspace, or all with NULL), as
+ * an array of strings: what to walk when the sessions may change meanwhile.
+ */
+json_t		*session_open_ids(const char *workspace);
+/*
  * Up to limit of the newest messages before seq before (0: the end), as far
  * as announced, bounded in bytes by half a client queue (new reference).
  */
