@@ -1982,19 +1982,19 @@ dl_pa_spin(struct dl_pa_chunk *c)
 }
 
 /*
- * The helper's payload for the record at seq and off, or NULL if the loop
- * must parse it. Called for every record of the segment, in order.
+ * The helper's chunk holding seq, ready, or NULL if the loop parses that
+ * chunk itself. Called for every record of the segment, in order; on
+ * reaching a new chunk it claims it, or waits for the helper's.
  */
-static json_t *
-dl_pa_take(struct dl_pa *pa, uint64_t seq, uint64_t off)
+static struct dl_pa_chunk *
+dl_pa_chunk_of(struct dl_pa *pa, uint64_t seq)
 {
 	struct dl_pa_chunk	*c;
-	uint64_t		 k, idx;
+	uint64_t		 k;
 
 	if (pa == NULL || seq < pa->base)
 		return NULL;
 	k = (seq - pa->base) / DL_PA_CHUNK;
-	idx = (seq - pa->base) % DL_PA_CHUNK;
 	c = &pa->ring[k % DL_PA_RING];
 	if (k != pa->loop_k) {
 		/* A new chunk: the helper's if it claimed it, else ours. */
@@ -2019,7 +2019,23 @@ dl_pa_take(struct dl_pa *pa, uint64_t seq, uint64_t off)
 		}
 	}
 	/* Ready: the helper leaves it alone until the loop is past it. */
-	if (pa->loop_mine || idx >= c->n || c->off[idx] != off)
+	return pa->loop_mine ? NULL : c;
+}
+
+/*
+ * The helper's payload for the record at seq and off, or NULL if the loop
+ * must parse it.
+ */
+static json_t *
+dl_pa_take(struct dl_pa *pa, uint64_t seq, uint64_t off)
+{
+	struct dl_pa_chunk	*c;
+	uint64_t		 idx;
+
+	if ((c = dl_pa_chunk_of(pa, seq)) == NULL)
+		return NULL;
+	idx = (seq - pa->base) % DL_PA_CHUNK;
+	if (idx >= c->n || c->off[idx] != off)
 		return NULL;
 	return json_incref(c->p[idx]);
 }
@@ -2054,6 +2070,20 @@ struct dl_replay {
 	uint64_t	 ahead;		/* payloads the helper parsed */
 	char		*why;		/* a module refused a record */
 };
+
+/* True if the helper checked the record with seq at off (logscan). */
+static int
+dl_pa_checked(void *arg, uint64_t seq, uint64_t off)
+{
+	struct dl_replay	*rp = arg;
+	struct dl_pa_chunk	*c;
+	uint64_t		 idx;
+
+	if ((c = dl_pa_chunk_of(rp->pa, seq)) == NULL)
+		return 0;
+	idx = (seq - rp->pa->base) % DL_PA_CHUNK;
+	return idx < c->n && c->off[idx] == off;
+}
 
 /* logscan callback: indexes a record and replays it into its module. */
 static int
@@ -2350,8 +2380,9 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 		rp.snap_seq = dl.snap_seq;
 		rp.pa = dl_pa_start(d->segs[i].name, d->segs[i].seq,
 		    dl.snap_seq);
-		logscan_segment(dl.dirfd, d->segs[i].name, dl.log_id,
-		    d->segs[i].seq, last, dl_replay_cb, &rp, &res);
+		logscan_segment_trusting(dl.dirfd, d->segs[i].name, dl.log_id,
+		    d->segs[i].seq, last, dl_replay_cb, rp.pa != NULL ?
+		    dl_pa_checked : NULL, &rp, &res);
 		dl_pa_end(rp.pa);
 		dl.replayed += rp.count;
 		dl.replayed_ahead += rp.ahead;

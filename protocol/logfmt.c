@@ -138,10 +138,29 @@ logfmt_record_need(const unsigned char *buf, size_t len)
 	return 8 + (size_t)body;
 }
 
+static enum logfmt_status logfmt_record_decode_crc(const unsigned char *,
+		    size_t, struct logfmt_record *, const char **, int);
+
 /* Decodes one record at the start of buf. */
 enum logfmt_status
 logfmt_record_decode(const unsigned char *buf, size_t len,
     struct logfmt_record *r, const char **why)
+{
+	return logfmt_record_decode_crc(buf, len, r, why, 1);
+}
+
+/* Decodes one record whose checksum another reader checked. */
+enum logfmt_status
+logfmt_record_decode_checked(const unsigned char *buf, size_t len,
+    struct logfmt_record *r, const char **why)
+{
+	return logfmt_record_decode_crc(buf, len, r, why, 0);
+}
+
+/* Decodes one record, with or without its checksum. */
+static enum logfmt_status
+logfmt_record_decode_crc(const unsigned char *buf, size_t len,
+    struct logfmt_record *r, const char **why, int crc)
 {
 	uint32_t	body;
 	size_t		tl;
@@ -156,7 +175,7 @@ logfmt_record_decode(const unsigned char *buf, size_t len,
 	}
 	if (len - 8 < body)
 		return LOGFMT_SHORT;
-	if (get32(buf + 4) != logfmt_record_crc(buf, body)) {
+	if (crc && get32(buf + 4) != logfmt_record_crc(buf, body)) {
 		*why = "checksum mismatch";
 		return LOGFMT_BAD;
 	}

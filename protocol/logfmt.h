@@ -92,6 +92,12 @@ size_t		logfmt_record_need(const unsigned char *buf, size_t len);
 enum logfmt_status logfmt_record_decode(const unsigned char *buf, size_t len,
 		    struct logfmt_record *, const char **why);
 /*
+ * The same, checking everything but the checksum: only for bytes whose
+ * checksum was just checked by another reader of the same file.
+ */
+enum logfmt_status logfmt_record_decode_checked(const unsigned char *buf,
+		    size_t len, struct logfmt_record *, const char **why);
+/*
  * Finds the first offset in [from, max_start) where a complete, valid
  * record with min_seq <= seq <= max_seq starts in buf (the whole record
  * inside buf). Returns -1 if none does. Used to tell a torn tail (nothing

@@ -110,11 +110,26 @@ logscan_reader_release(struct logscan_reader *rd)
 	rd->cap = rd->len = 0;
 }
 
+static int	logscan_record_at_crc(struct logscan_reader *, uint64_t,
+		    struct logfmt_record *, const char **, int);
+
 /* Decodes the record at pos, reading more for a long one. */
 int
 logscan_record_at(struct logscan_reader *rd, uint64_t pos,
     struct logfmt_record *rec, const char **why)
 {
+	return logscan_record_at_crc(rd, pos, rec, why, 1);
+}
+
+/* The same, checking the checksum or trusting another reader's check. */
+static int
+logscan_record_at_crc(struct logscan_reader *rd, uint64_t pos,
+    struct logfmt_record *rec, const char **why, int crc)
+{
+	enum logfmt_status	(*decode)(const unsigned char *, size_t,
+				    struct logfmt_record *, const char **) =
+				    crc ? logfmt_record_decode :
+				    logfmt_record_decode_checked;
 	const unsigned char	*p;
 	long long		 avail;
 	enum logfmt_status	 st;
@@ -126,13 +141,13 @@ logscan_record_at(struct logscan_reader *rd, uint64_t pos,
 	 */
 	if ((avail = logscan_rd_get(rd, pos, LOGFMT_RECORD_HEAD, &p)) < 0)
 		return -1;
-	st = logfmt_record_decode(p, (size_t)avail, rec, why);
+	st = decode(p, (size_t)avail, rec, why);
 	if (st == LOGFMT_SHORT && (uint64_t)avail < rd->size - pos &&
 	    (need = logfmt_record_need(p, (size_t)avail)) > (size_t)avail) {
 		/* The record runs past what the buffer holds. */
 		if ((avail = logscan_rd_get(rd, pos, need, &p)) < 0)
 			return -1;
-		st = logfmt_record_decode(p, (size_t)avail, rec, why);
+		st = decode(p, (size_t)avail, rec, why);
 	}
 	return (int)st;
 }
@@ -252,6 +267,16 @@ logscan_segment(int dirfd, const char *name, uint64_t log_id,
     uint64_t name_seq, int last, logscan_record_cb cb, void *arg,
     struct logscan_seg *out)
 {
+	return logscan_segment_trusting(dirfd, name, log_id, name_seq, last,
+	    cb, NULL, arg, out);
+}
+
+/* Checks one segment file, skipping checksums another reader checked. */
+enum logscan_status
+logscan_segment_trusting(int dirfd, const char *name, uint64_t log_id,
+    uint64_t name_seq, int last, logscan_record_cb cb,
+    logscan_checked_cb checked, void *arg, struct logscan_seg *out)
+{
 	struct logscan_reader	 rd;
 	struct logfmt_record	 rec;
 	struct stat		 sb;
@@ -315,7 +340,9 @@ logscan_segment(int dirfd, const char *name, uint64_t log_id,
 
 	pos = LOGFMT_HEADER_SIZE;
 	while (pos < rd.size) {
-		if ((r = logscan_record_at(&rd, pos, &rec, &why)) < 0)
+		if ((r = logscan_record_at_crc(&rd, pos, &rec, &why,
+		    checked == NULL || !checked(arg, out->last_seq + 1,
+		    pos))) < 0)
 			goto ioerr;
 		st = (enum logfmt_status)r;
 		if (st == LOGFMT_SHORT) {

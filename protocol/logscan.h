@@ -114,6 +114,19 @@ enum logscan_status logscan_segment(int dirfd, const char *name, uint64_t log_id
 	    struct logscan_seg *out);
 
 /*
+ * Asked before a record is decoded: nonzero if another reader of the same
+ * file, which does not change meanwhile, has just checked the checksum of
+ * the valid record with this seq at this offset (the bytes are the same,
+ * so the checksum is not computed again). Everything else is checked.
+ */
+typedef int (*logscan_checked_cb)(void *arg, uint64_t seq, uint64_t offset);
+
+/* logscan_segment, with checked (may be NULL) consulted for each record. */
+enum logscan_status logscan_segment_trusting(int dirfd, const char *name,
+	    uint64_t log_id, uint64_t name_seq, int last, logscan_record_cb cb,
+	    logscan_checked_cb checked, void *arg, struct logscan_seg *out);
+
+/*
  * Reads and checks a snapshot: header, length and body checksum. On success
  * returns 0, fills *hdr and sets *body (NUL-terminated, the caller frees)
  * and *len. On failure returns -1 and sets *why (a new string).

@@ -118,6 +118,17 @@ test_roundtrip(void)
 			short_ok = 0;
 	}
 	CHECK(short_ok, "every strict prefix of a record decodes as short");
+	buf[LOGFMT_RECORD_HEAD + 20] ^= 1;
+	CHECK(logfmt_record_decode(buf, len, &r, &why) == LOGFMT_BAD &&
+	    strcmp(why, "checksum mismatch") == 0 &&
+	    logfmt_record_decode_checked(buf, len, &r, &why) == LOGFMT_OK &&
+	    r.seq == 42 && r.size == len, "a flipped data bit fails the "
+	    "checksum; decoding what another reader checked skips only that");
+	buf[LOGFMT_RECORD_HEAD + 20] ^= 1;
+	buf[25] = 1;
+	CHECK(logfmt_record_decode_checked(buf, len, &r, &why) == LOGFMT_BAD,
+	    "and still checks everything else (reserved bits)");
+	buf[25] = 0;
 	CHECK(logfmt_type_valid("a", 1) && logfmt_type_valid("user.x-y_z.9", 12),
 	    "types of [a-z0-9._-] starting with a letter are valid");
 	CHECK(!logfmt_type_valid("", 0) && !logfmt_type_valid("User.x", 6) &&
