@@ -180,6 +180,9 @@ wipe(void)
 	free(dir);
 }
 
+/* The "i" of the first record append_n writes (then i + 1, ...). */
+static int	append_base;
+
 /* Appends n records of about size bytes. */
 static void
 append_n(int n, size_t size, int durable)
@@ -191,7 +194,7 @@ append_n(int n, size_t size, int durable)
 	memset(pad, 'x', size);
 	pad[size] = '\0';
 	for (i = 0; i < n; i++) {
-		p = json_pack("{s:i, s:s}", "i", i, "pad", pad);
+		p = json_pack("{s:i, s:s}", "i", append_base + i, "pad", pad);
 		if (disklog_append("test.rec", p, durable, done_cb, NULL) == 0)
 			cbs.failed++;
 		json_decref(p);
@@ -681,8 +684,45 @@ test_parse_ahead(void)
 	CHECK(open_log(&o, &cause) == 0 && mod.n == 29999 && !mod.bad,
 	    "and without the refusal all replay again");
 	disklog_close();
-	mod_check_i = 0;
 	free(path);
+
+	/* A snapshot in the middle of the segment: the helper skips before it. */
+	wipe();
+	CHECK(open_log(&o, &cause) == 0, "a fresh log");
+	append_n(10000, 20, 0);
+	mod.counter = 10000;
+	CHECK(run_until(&cbs.done, 10000) && disklog_snapshot() == 0,
+	    "10000 records, then a snapshot");
+	for (i = 0; i < 500 && status_int_in("snapshot", "written") < 1; i++)
+		run_until(&cbs.done, cbs.done + 1);
+	append_base = 10000;
+	append_n(10000, 20, 0);
+	CHECK(run_until(&cbs.done, 20000) && count_files("", ".seg") == 1,
+	    "10000 more, in the same segment");
+	disklog_close();
+	append_base = 0;
+	CHECK(open_log(&o, &cause) == 0 && mod.restored == 10000 &&
+	    mod.n == 10000 && mod.seqs[0] == 10001 && !mod.bad &&
+	    status_int_in("replay", "parsed_ahead") > 0, "restore, then the "
+	    "10000 records after the snapshot replay with their payloads");
+	disklog_close();
+
+	/* Records of very different sizes: hops and reads across buffers. */
+	wipe();
+	CHECK(open_log(&o, &cause) == 0, "a fresh log");
+	for (i = 0; i < 3000; i++) {
+		append_base = (int)i;
+		append_n(1, (i * 7919) % 6000 + 10, 0);
+	}
+	append_base = 0;
+	CHECK(run_until(&cbs.done, 3000), "3000 records of 10 to 6000 bytes");
+	disklog_close();
+	CHECK(open_log(&o, &cause) == 0 && mod.n == 3000 && !mod.bad &&
+	    status_int_in("replay", "parsed_ahead") > 0, "replay in order, "
+	    "every payload its own, %lld from the helper",
+	    status_int_in("replay", "parsed_ahead"));
+	disklog_close();
+	mod_check_i = 0;
 }
 
 /* The size of the first segment, or -1. */
