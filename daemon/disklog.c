@@ -51,6 +51,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1921,6 +1922,19 @@ out:
 	return NULL;
 }
 
+/* The CPUs this process may run on. */
+static long
+dl_cpus(void)
+{
+#ifdef CPU_COUNT
+	cpu_set_t	set;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		return CPU_COUNT(&set);
+#endif
+	return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* Starts a helper for a segment worth one, or returns NULL. */
 static struct dl_pa *
 dl_pa_start(const char *name, uint64_t base, uint64_t snap_seq)
@@ -1929,7 +1943,7 @@ dl_pa_start(const char *name, uint64_t base, uint64_t snap_seq)
 	struct stat	 sb;
 	int		 fd;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || dl_nmodules == 0)
+	if (dl_cpus() < 2 || dl_nmodules == 0)
 		return NULL;
 	if ((fd = openat(dl.dirfd, name, O_RDONLY | O_CLOEXEC |
 	    O_NOFOLLOW)) == -1)
