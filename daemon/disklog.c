@@ -1746,6 +1746,13 @@ disklog_reconfigure(const struct disklog_opts *o)
 #define DL_PA_RING	16		/* chunks the window holds */
 #define DL_PA_MIN_BYTES	(256 * 1024)	/* smaller segments: no helper */
 #define DL_PA_SPIN_NS	200000		/* the loop spins before it sleeps */
+#if defined(__x86_64__) || defined(__i386__)
+#define DL_CPU_RELAX()	__builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define DL_CPU_RELAX()	__asm__ __volatile__("yield")
+#else
+#define DL_CPU_RELAX()	do { } while (0)
+#endif
 
 enum dl_pa_state {
 	DL_PA_FREE = 0,
@@ -1991,7 +1998,7 @@ dl_pa_spin(struct dl_pa_chunk *c)
 			    (t.tv_nsec - t0.tv_nsec) > DL_PA_SPIN_NS)
 				return;
 		}
-		__builtin_ia32_pause();
+		DL_CPU_RELAX();
 	}
 }
 
@@ -2037,11 +2044,11 @@ dl_pa_chunk_of(struct dl_pa *pa, uint64_t seq)
 }
 
 /*
- * The helper's payload for the record at seq and off, or NULL if the loop
- * must parse it.
+ * The slot of the record at seq and off if the helper checked it there
+ * (and parsed it, when it needed parsing), or NULL.
  */
-static json_t *
-dl_pa_take(struct dl_pa *pa, uint64_t seq, uint64_t off)
+static json_t **
+dl_pa_slot(struct dl_pa *pa, uint64_t seq, uint64_t off)
 {
 	struct dl_pa_chunk	*c;
 	uint64_t		 idx;
@@ -2049,9 +2056,19 @@ dl_pa_take(struct dl_pa *pa, uint64_t seq, uint64_t off)
 	if ((c = dl_pa_chunk_of(pa, seq)) == NULL)
 		return NULL;
 	idx = (seq - pa->base) % DL_PA_CHUNK;
-	if (idx >= c->n || c->off[idx] != off)
-		return NULL;
-	return json_incref(c->p[idx]);
+	return idx < c->n && c->off[idx] == off ? &c->p[idx] : NULL;
+}
+
+/*
+ * The helper's payload for the record at seq and off, or NULL if the loop
+ * must parse it.
+ */
+static json_t *
+dl_pa_take(struct dl_pa *pa, uint64_t seq, uint64_t off)
+{
+	json_t	**p = dl_pa_slot(pa, seq, off);
+
+	return p != NULL ? json_incref(*p) : NULL;
 }
 
 /* Stops and joins the helper, and frees what it parsed. */
@@ -2090,13 +2107,8 @@ static int
 dl_pa_checked(void *arg, uint64_t seq, uint64_t off)
 {
 	struct dl_replay	*rp = arg;
-	struct dl_pa_chunk	*c;
-	uint64_t		 idx;
 
-	if ((c = dl_pa_chunk_of(rp->pa, seq)) == NULL)
-		return 0;
-	idx = (seq - rp->pa->base) % DL_PA_CHUNK;
-	return idx < c->n && c->off[idx] == off;
+	return dl_pa_slot(rp->pa, seq, off) != NULL;
 }
 
 /* logscan callback: indexes a record and replays it into its module. */

@@ -101,6 +101,9 @@
 #define SESSION_CATCHUP_BYTES	(256U * 1024)	/* at most, per page */
 #define SESSION_CATCHUP_POLL_MS	10	/* a slow client's queue is looked at again */
 #define SESSION_CATCHUP_POLL_MAX 320	/* ... backing off to this */
+/* An event line up to its params object (session_encode's encoding). */
+#define SESSION_EVENT_HEAD \
+	"{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":"
 
 #define SESSION_NO_PROVIDER \
 	"No LLM provider is configured yet, so the agent cannot answer. " \
@@ -512,8 +515,7 @@ session_encode(json_t *payload, size_t *len)
 static char *
 session_wrap(const char *data, size_t n, size_t *len)
 {
-	static const char	 head[] =
-	    "{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":";
+	static const char	 head[] = SESSION_EVENT_HEAD;
 	char			*line;
 
 	if (data == NULL)
@@ -2233,6 +2235,14 @@ session_conn_closed(struct conn *c)
 	session_detach(NULL, c);
 }
 
+/* True if s is open and, when workspace is given, on it. */
+static int
+session_listed(const struct session *s, const char *workspace)
+{
+	return s->state != SESSION_CLOSED &&
+	    (workspace == NULL || strcmp(s->workspace, workspace) == 0);
+}
+
 /* Lists the open sessions. */
 json_t *
 session_list(const char *workspace)
@@ -2241,10 +2251,8 @@ session_list(const char *workspace)
 	json_t		*a = json_array();
 
 	TAILQ_FOREACH(s, &session_all, entry) {
-		if (s->state == SESSION_CLOSED ||
-		    (workspace != NULL && strcmp(s->workspace, workspace) != 0))
-			continue;
-		json_array_append_new(a, session_info(s));
+		if (session_listed(s, workspace))
+			json_array_append_new(a, session_info(s));
 	}
 	return a;
 }
@@ -2257,10 +2265,8 @@ session_open_ids(const char *workspace)
 	json_t		*a = json_array();
 
 	TAILQ_FOREACH(s, &session_all, entry) {
-		if (s->state == SESSION_CLOSED ||
-		    (workspace != NULL && strcmp(s->workspace, workspace) != 0))
-			continue;
-		json_array_append_new(a, json_string(s->id));
+		if (session_listed(s, workspace))
+			json_array_append_new(a, json_string(s->id));
 	}
 	return a;
 }
@@ -2949,10 +2955,9 @@ session_live_encode(struct session *s, const char *type, json_t *fields,
 	size_t			 n, blen = 0, i;
 	int			 r;
 
-	r = snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"method\":"
-	    "\"event\",\"params\":{\"session\":\"%s\",\"seq\":%llu,\"ts\":%lld,"
-	    "\"type\":\"%s\"", s->id, (unsigned long long)s->announced,
-	    (long long)osdep_now_ms(), type);
+	r = snprintf(head, sizeof head, SESSION_EVENT_HEAD "{\"session\":\"%s\","
+	    "\"seq\":%llu,\"ts\":%lld,\"type\":\"%s\"", s->id,
+	    (unsigned long long)s->announced, (long long)osdep_now_ms(), type);
 	if (r < 0 || (size_t)r >= sizeof head)
 		fatalx("session: live event head too long (%s)", type);
 	if (fields != NULL && json_object_size(fields) > 0) {
