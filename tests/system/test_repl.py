@@ -207,6 +207,8 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(make_daemon, terms, 
     s = t.wait(r"! no_provider", escapes=True)
     assert "\x1b[31m" not in s.split("clear;")[-1]
     t.keys("C-d")
+    # The error comes just before the turn's end: let the turn end first.
+    wait_for(lambda: all(x["state"] == "idle" for x in sessions(d)))
     # Not a terminal: plain text, no escapes at all.
     r = subprocess.run([GBR, ws], input="plain\n", env=d.env, capture_output=True,
                        text=True, timeout=30)
