@@ -181,10 +181,50 @@ reload_invalid(struct session *s, const char *name, const char *error,
 	}
 }
 
-/* Loads a session's env and sandbox if it has none yet. */
-int
-reload_session(struct session *s, struct env **envp, struct sandbox **sbp,
-    char **cause)
+/*
+ * One recovery's profiles, by workspace and name: the sessions of one
+ * workspace load its profile once, not once each (the files' paths are
+ * resolved and checked anew for every load). Valid for the one pass only;
+ * a profile edited after it is the watcher's business, as it is for any
+ * session. Envs are immutable once loaded, so sessions may share one.
+ */
+struct reload_cache {
+	json_t		 *slots;	/* "workspace\nname" -> index in envs */
+	struct env	**envs;
+	size_t		  n;
+};
+
+/* env_load through the cache (if any): a new reference, or -1 and *why. */
+static int
+reload_load(struct reload_cache *rc, const char *ws, const char *name,
+    struct env **env, char **why)
+{
+	json_t	*slot;
+	char	*key;
+
+	if (rc == NULL)
+		return env_load(ws, name, env, why);
+	key = xasprintf("%s\n%s", ws, name != NULL ? name : "default");
+	if ((slot = json_object_get(rc->slots, key)) != NULL) {
+		free(key);
+		*env = env_ref(rc->envs[json_integer_value(slot)]);
+		return 0;
+	}
+	if (env_load(ws, name, env, why) != 0) {
+		free(key);	/* a failure is said for each session */
+		return -1;
+	}
+	rc->envs = xreallocarray(rc->envs, rc->n + 1, sizeof *rc->envs);
+	rc->envs[rc->n] = env_ref(*env);
+	json_object_set_new(rc->slots, key, json_integer((json_int_t)rc->n++));
+	free(key);
+	return 0;
+}
+
+/* Loads a session's env and sandbox if it has none yet (through rc). */
+static int
+reload_session_cached(struct session *s, struct reload_cache *rc,
+    struct env **envp, struct sandbox **sbp, char **cause)
 {
 	struct env	*env;
 	struct sandbox	*sb;
@@ -196,7 +236,7 @@ reload_session(struct session *s, struct env **envp, struct sandbox **sbp,
 		goto done;
 	env = NULL;
 	sb = NULL;
-	if (env_load(session_workspace(s), session_env_name(s), &env,
+	if (reload_load(rc, session_workspace(s), session_env_name(s), &env,
 	    &why) == 0 && (sb = env_sandbox(env, &why)) != NULL) {
 		session_set_runtime(s, env, sb);
 		goto done;
@@ -224,6 +264,14 @@ done:
 	if (sbp != NULL)
 		*sbp = sb;
 	return 0;
+}
+
+/* Loads a session's env and sandbox if it has none yet. */
+int
+reload_session(struct session *s, struct env **envp, struct sandbox **sbp,
+    char **cause)
+{
+	return reload_session_cached(s, NULL, envp, sbp, cause);
 }
 
 /* The change is written: answer with what changed. */
@@ -360,21 +408,27 @@ reload_watch_cb(const char *name, void *arg)
 void
 reload_recover(void)
 {
-	struct session	*s;
-	json_t		*l, *o;
-	char		*cause;
-	size_t		 i;
+	struct reload_cache	 rc = { json_object(), NULL, 0 };
+	struct session		*s;
+	json_t			*l, *o;
+	char			*cause;
+	size_t			 i;
 
 	l = session_open_ids(NULL);
 	json_array_foreach(l, i, o) {
 		s = session_find(json_string_value(o));
-		if (s != NULL && reload_session(s, NULL, NULL, &cause) != 0) {
+		if (s != NULL && reload_session_cached(s, &rc, NULL, NULL,
+		    &cause) != 0) {
 			log_error("session %s: no environment: %s",
 			    session_id(s), cause);
 			free(cause);
 		}
 	}
 	json_decref(l);
+	for (i = 0; i < rc.n; i++)
+		env_unref(rc.envs[i]);
+	free(rc.envs);
+	json_decref(rc.slots);
 }
 
 /* Stops every watcher. */

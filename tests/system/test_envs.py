@@ -128,6 +128,59 @@ def test_burst_gives_one_reload(daemon, ws):
     assert h["system"]["content"] == "burst 49"
 
 
+def test_restart_gives_each_session_its_own_profile(make_daemon, tmpdir_short):
+    """At start the sessions of one workspace share the profile loaded for
+    the first of them (reload_recover's cache): each session must still get
+    its own workspace's profile under its own name, and a later edit must
+    reach exactly the sessions of that workspace."""
+    wa = os.path.join(tmpdir_short, "a")
+    wb = os.path.join(tmpdir_short, "b")
+    write(os.path.join(wa, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="a.txt", prompt="A dev."))
+    write(os.path.join(wa, ".gbr_envs", "other.ini"),
+          PROFILE.format(prot="o.txt", prompt="A other."))
+    write(os.path.join(wb, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="b.txt", prompt="B dev."))
+    d = make_daemon()
+    c = d.conn()
+    want = {}
+    for ws, env, prompt, prot in ((wa, "dev", "A dev.", "a.txt"),
+                                  (wb, "dev", "B dev.", "b.txt"),
+                                  (wa, "other", "A other.", "o.txt"),
+                                  (wa, "dev", "A dev.", "a.txt"),
+                                  (wb, "dev", "B dev.", "b.txt")):
+        r = c.call("session.create", {"workspace": ws, "env": env})
+        want[r["result"]["id"]] = (ws, env, prompt, prot)
+    d.kill9()
+    d.start()
+    c = d.conn()
+    for sid, (ws, env, prompt, prot) in want.items():
+        assert c.call("env.show", {"session": sid})["result"]["name"] == env
+        h = c.call("session.history", {"session": sid})["result"]
+        assert h["system"]["content"] == prompt, (sid, ws, env)
+        assert write_kind(c, sid, prot) == "protected_path", (sid, prot)
+        others = {"a.txt", "b.txt", "o.txt"} - {prot}
+        for o in others:
+            assert write_kind(c, sid, o) == "ok", (sid, o)
+    # An edit of a's dev profile reaches a's two dev sessions only.
+    w = d.conn()
+    for sid in want:
+        w.call("session.attach", {"session": sid})
+    write(os.path.join(wa, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="a.txt", prompt="A dev, edited."))
+    a_dev = {sid for sid, v in want.items() if v[0] == wa and v[1] == "dev"}
+
+    def reloaded():
+        return {p["session"] for p in evparams(w)
+                if p["type"] == "env.reloaded"}
+    wait_for(w, lambda p: reloaded() >= a_dev, timeout=20)
+    assert reloaded() == a_dev
+    for sid, (ws, env, prompt, prot) in want.items():
+        h = c.call("session.history", {"session": sid})["result"]
+        expect = "A dev, edited." if sid in a_dev else prompt
+        assert h["system"]["content"] == expect, (sid, ws, env)
+
+
 def test_reload_forced(daemon, ws):
     c, w, sid = session(daemon, ws)
     r = c.call("env.reload", {"session": sid})["result"]
