@@ -828,6 +828,46 @@ suite(void)
 	sb = NULL;
 }
 
+/*
+ * A root's real path is what its open fd is: through a link it is the
+ * target, and a folder whose own name ends in " (deleted)" keeps it (the
+ * kernel marks a removed folder that way in /proc).
+ */
+static void
+root_paths(void)
+{
+	struct sandbox_config	 cfg;
+	struct sandbox		*s;
+	char			 link[PATH_MAX + 64], odd[PATH_MAX + 64];
+	char			*real, *cause = NULL;
+	size_t			 i;
+	const char		*given[2];
+
+	snprintf(link, sizeof link, "%s/root-link", base);
+	snprintf(odd, sizeof odd, "%s/ws (deleted)", base);
+	sym(root, link);
+	mkd(odd);
+	given[0] = link;
+	given[1] = odd;
+	for (i = 0; i < 2; i++) {
+		memset(&cfg, 0, sizeof cfg);
+		cfg.root = given[i];
+		s = sandbox_create(&cfg, &cause);
+		real = realpath(given[i], NULL);
+		CHECK(s != NULL && real != NULL &&
+		    strcmp(sandbox_root_path(s, 0), real) == 0,
+		    "root %s is %s (%s)", given[i], real != NULL ? real : "?",
+		    s != NULL ? sandbox_root_path(s, 0) : cause);
+		free(real);
+		free(cause);
+		cause = NULL;
+		if (s != NULL)
+			sandbox_free(s);
+	}
+	unlink(link);
+	rmdir(odd);
+}
+
 /* Removes the temp tree (best effort). */
 static int
 rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
@@ -863,6 +903,7 @@ main(void)
 	make_sandbox();
 	check_escape();
 	sandbox_free(sb);
+	root_paths();
 
 	free(snapshot);
 	nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
