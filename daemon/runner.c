@@ -32,6 +32,7 @@
 #include "gbr-config.h"
 
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -978,13 +979,13 @@ rn_on_pidfd(evutil_socket_t fd, short what, void *arg)
 	rn_finish(arg);
 }
 
-/* Sets O_NONBLOCK. */
+/* Sets O_NONBLOCK: one system call, where F_GETFL and F_SETFL take two. */
 static int
 rn_nonblock(int fd)
 {
-	int	fl = fcntl(fd, F_GETFL);
+	int	on = 1;
 
-	return fl == -1 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	return ioctl(fd, FIONBIO, &on);
 }
 
 /* Opens a pidfd for a child, or -1. */
