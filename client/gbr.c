@@ -1055,6 +1055,31 @@ gbr_appr_sync(void)
 	gbr_appr_announce();
 }
 
+/* /tools: the tools the agent has, as gbrd lists them (escaped). */
+static void
+gbr_tools(void)
+{
+	json_t		*res, *t;
+	const char	*name, *what;
+	char		*n, *w;
+	size_t		 i;
+
+	if ((res = gbr_call("tool.list", NULL, NULL, 0)) == NULL)
+		return;
+	json_array_foreach(json_object_get(res, "tools"), i, t) {
+		name = json_string_value(json_object_get(t, "name"));
+		what = json_string_value(json_object_get(t, "description"));
+		n = render_escape(name != NULL ? name : "?", name != NULL ?
+		    strlen(name) : 1, RENDER_ESC_BACKSLASH | RENDER_ESC_CODES, 64);
+		w = render_escape(what != NULL ? what : "", what != NULL ?
+		    strlen(what) : 0, RENDER_ESC_CODES, 512);
+		gbr_say("  %-16s %s\n", n, w);
+		free(n);
+		free(w);
+	}
+	json_decref(res);
+}
+
 /* /approvals: the pending approvals of this session, from gbrd. */
 static void
 gbr_approvals_cmd(void)
@@ -1744,6 +1769,7 @@ gbr_help(void)
 "  /history [N]      show the last N messages (default 50)\n"
 "  /cancel           cancel the running turn (also Ctrl-C)\n"
 "  /env              show the session's environment\n"
+"  /tools            list the agent's tools (what it may do here)\n"
 "  /approvals        list the approvals waiting for a decision\n"
 "  /approval ID      show one, with its whole diff\n"
 "  /approve ID [session]   approve it (session: also the same tool and\n"
@@ -1869,7 +1895,9 @@ gbr_command(char *line)
 			free(s);
 			json_decref(res);
 		}
-	} else if (strcmp(cmd, "close") == 0) {
+	} else if (strcmp(cmd, "tools") == 0)
+		gbr_tools();
+	else if (strcmp(cmd, "close") == 0) {
 		if ((res = gbr_call("session.close", json_pack("{s:s}", "session",
 		    G.session), NULL, 0)) != NULL) {
 			json_decref(res);

@@ -230,11 +230,17 @@ def test_plain_stdin_scripts_the_repl(make_daemon, ws):
     r = subprocess.run([GBR, "-s", "nosuch"], input="", env=d.env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "session_not_found" in r.stdout + r.stderr
-    r = subprocess.run([GBR, "-s", sid], input="/sessions\n/bogus\n/env\n", env=d.env,
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run([GBR, "-s", sid], input="/sessions\n/bogus\n/env\n/tools\n",
+                       env=d.env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0
     assert sid in r.stdout and "unknown command /bogus" in r.stdout
     assert "environment: default" in r.stdout
+    # /tools: one line per tool gbrd lists, name first.
+    c = d.conn()
+    names = [t["name"] for t in c.call("tool.list")["result"]["tools"]]
+    assert "read_file" in names and "run_command" in names
+    for n in names:
+        assert re.search(r"^  %s +\S" % re.escape(n), r.stdout, re.M), n
 
 
 # --- Human approvals at the prompt (issue 7) ---------------------------------
