@@ -504,13 +504,14 @@ client_call(struct client *cl, const char *method, json_t *params,
 			return NULL;
 		}
 		mid = json_object_get(msg, "id");
-		if (json_object_get(msg, "method") != NULL) {
-			if (cl->event_cb != NULL)
-				cl->event_cb(cl->event_arg, msg);
-		} else if (json_is_integer(mid) && json_integer_value(mid) == id)
+		if (json_is_integer(mid) && json_integer_value(mid) == id &&
+		    json_object_get(msg, "method") == NULL)
 			return msg;
-		else if (json_is_null(mid) && json_object_get(msg, "error") != NULL)
+		if (json_is_null(mid) && json_object_get(msg, "error") != NULL)
 			return msg;	/* an error the daemon could not tie to a request */
+		/* Events, and answers to requests sent with client_send. */
+		if (cl->event_cb != NULL)
+			cl->event_cb(cl->event_arg, msg);
 		json_decref(msg);
 	}
 }

@@ -11,7 +11,11 @@
 
 struct client;
 
-/* Called for every notification read while waiting for a reply; borrowed. */
+/*
+ * Called for every message read while client_call waits for its reply, but
+ * that reply: notifications, and answers to client_send's requests
+ * (borrowed).
+ */
 typedef void (*client_event_cb)(void *arg, json_t *msg);
 
 /* How client_connect may reach the daemon. */
@@ -35,7 +39,8 @@ void		 client_set_event_cb(struct client *, client_event_cb, void *);
 
 /*
  * Sends a request and waits up to timeout_ms (-1: forever) for its response,
- * passing events to the event callback meanwhile. Steals params. Returns the
+ * passing everything else read meanwhile to the event callback: events, and
+ * the answers to requests sent earlier with client_send. Steals params. Returns the
  * whole response (new reference: look at "result" or "error"), or NULL with
  * *cause on I/O failure or timeout.
  */

@@ -77,6 +77,8 @@
 #define GBR_EDIT_MAX		(16 * 1024 * 1024) /* a file read for an edit */
 #define GBR_DEFER_MAX		(1024 * 1024) /* output kept while an editor runs */
 #define GBR_LINE_DEFAULT	(1024 * 1024) /* the daemon's line limit, if unsaid */
+#define GBR_TOOLS_MAX		16	/* /tool and /run calls waiting at once */
+#define GBR_ARGV_MAX		4096	/* words of a /run command line */
 
 extern char **environ;
 
@@ -139,6 +141,12 @@ struct gbr {
 	char		*defer;		/* output held while it does */
 	size_t		 defer_len;
 	size_t		 defer_lost;
+
+	struct {
+		long long	 id;	/* of the tool.call request */
+		char		*what;	/* "/run ls" or "/tool NAME", escaped */
+	}		 tools[GBR_TOOLS_MAX];	/* answers awaited */
+	int		 ntools;
 };
 
 static struct gbr		 G;
@@ -146,6 +154,7 @@ static int			 gbr_sigpipe[2] = { -1, -1 };
 static volatile sig_atomic_t	 gbr_got_int, gbr_got_hup, gbr_got_winch;
 
 static void	gbr_event(const json_t *);
+static void	gbr_tool_reply(const json_t *);
 static int	gbr_appr_find(const char *);
 static int	gbr_appr_editable(const json_t *);
 static int	gbr_appr_grantable(const json_t *);
@@ -394,11 +403,17 @@ gbr_render(const json_t *v, int message)
 	free(buf);
 }
 
-/* Event callback of client_call: events read while waiting for a reply. */
+/*
+ * Event callback of client_call: events, and answers to /tool and /run,
+ * read while waiting for another reply.
+ */
 static void
 gbr_event_cb(void *arg, json_t *msg)
 {
-	gbr_event(json_object_get(msg, "params"));
+	if (json_object_get(msg, "method") != NULL)
+		gbr_event(json_object_get(msg, "params"));
+	else
+		gbr_tool_reply(msg);
 }
 
 /* Handles one event of the attached session. */
@@ -486,6 +501,8 @@ gbr_drain(void)
 	while ((msg = client_read(G.cl, 0, &cause)) != NULL) {
 		if (json_object_get(msg, "method") != NULL)
 			gbr_event(json_object_get(msg, "params"));
+		else
+			gbr_tool_reply(msg);
 		json_decref(msg);
 	}
 	if (cause != NULL) {
@@ -1770,6 +1787,9 @@ gbr_help(void)
 "  /cancel           cancel the running turn (also Ctrl-C)\n"
 "  /env              show the session's environment\n"
 "  /tools            list the agent's tools (what it may do here)\n"
+"  /run PROGRAM [ARGS...]   run a command here as the agent would (its\n"
+"                    sandbox and rules); words as in a shell, unexpanded\n"
+"  /tool NAME [JSON] run any tool here as the agent would\n"
 "  /approvals        list the approvals waiting for a decision\n"
 "  /approval ID      show one, with its whole diff\n"
 "  /approve ID [session]   approve it (session: also the same tool and\n"
@@ -1783,6 +1803,194 @@ gbr_help(void)
 "Ctrl-D on an empty line detaches; Up/Down walk the input history.\n"
 "A pending approval is asked at the prompt: a approves, d denies (then a\n"
 "reason, or Enter), e edits, s approves for the rest of the session.\n");
+}
+
+/*
+ * Splits a /run line into words as a shell would, without expanding
+ * anything: blanks separate words, '...' keeps everything, "..." keeps all
+ * but \" and \\, and a backslash elsewhere keeps the next character.
+ * Returns a JSON array of the words, or NULL after saying why.
+ */
+static json_t *
+gbr_words(const char *line)
+{
+	json_t		*v = json_array(), *w;
+	const char	*p = line;
+	char		*word;
+	size_t		 n = 0;
+	char		 q;
+	int		 in;
+
+	word = xmalloc(strlen(line) + 1);
+	for (;;) {
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			break;
+		n = 0;
+		in = 0;
+		while (*p != '\0' && (in || (*p != ' ' && *p != '\t'))) {
+			q = *p;
+			if (!in && (q == '\'' || q == '"')) {
+				in = q;
+				p++;
+			} else if (in && q == in) {
+				in = 0;
+				p++;
+			} else if (q == '\\' && in != '\'' && p[1] != '\0' &&
+			    (!in || p[1] == '"' || p[1] == '\\')) {
+				word[n++] = p[1];
+				p += 2;
+			} else
+				word[n++] = *p++;
+		}
+		if (in) {
+			gbr_say("! /run: a %c quote is not closed\n", in);
+			break;
+		}
+		if (json_array_size(v) >= GBR_ARGV_MAX ||
+		    (w = json_stringn(word, n)) == NULL) {
+			gbr_say("! /run: %s\n", json_array_size(v) >= GBR_ARGV_MAX ?
+			    "too many words" : "a word is not UTF-8");
+			in = 1;
+			break;
+		}
+		json_array_append_new(v, w);
+	}
+	free(word);
+	if (in || json_array_size(v) == 0) {
+		if (!in)
+			gbr_say("usage: /run PROGRAM [ARGS...] (words as in a "
+			    "shell: '...', \"...\", \\; nothing is expanded)\n");
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
+/*
+ * Starts a tool in this session as the agent would (tool.call), without
+ * waiting: its call and result show as the session's events, approvals
+ * can be answered meanwhile, and the answer is shown when it comes
+ * (gbr_tool_reply). what names the call there. Steals args.
+ */
+static void
+gbr_tool_start(const char *tool, json_t *args, const char *what)
+{
+	long long	 id;
+	char		*cause;
+
+	if (G.cl == NULL) {
+		json_decref(args);
+		return;
+	}
+	if (G.ntools >= GBR_TOOLS_MAX) {
+		gbr_say("! %d tool calls are waiting for their answers already\n",
+		    GBR_TOOLS_MAX);
+		json_decref(args);
+		return;
+	}
+	if ((id = client_send(G.cl, "tool.call", json_pack("{s:s, s:s, s:o}",
+	    "session", G.session, "tool", tool, "args", args), &cause)) < 0) {
+		gbr_say("%s! %s%s\n", render_color(&G.rd, "error"), cause,
+		    render_color(&G.rd, "reset"));
+		free(cause);
+		G.need_reconnect = 1;
+		return;
+	}
+	G.tools[G.ntools].id = id;
+	G.tools[G.ntools].what = render_escape(what, strlen(what), 0, 200);
+	G.ntools++;
+}
+
+/* An answer read from gbrd that is no event: one to /tool or /run? */
+static void
+gbr_tool_reply(const json_t *msg)
+{
+	const json_t		*id = json_object_get(msg, "id"), *res;
+	struct gbr_capture	 cap;
+	char			*what, *s;
+	int			 i;
+
+	for (i = 0; i < G.ntools; i++)
+		if (json_is_integer(id) && json_integer_value(id) == G.tools[i].id)
+			break;
+	if (i == G.ntools)
+		return;
+	what = G.tools[i].what;
+	G.tools[i] = G.tools[--G.ntools];
+	res = json_object_get(msg, "result");
+	if (json_object_get(res, "result") != NULL)
+		res = json_object_get(res, "result");
+	if (res == NULL) {
+		gbr_say("%s: ", what);
+		gbr_say_error(msg);
+	} else if (json_object_get(res, "exit_code") != NULL) {
+		if (gbr_capture(&cap) != NULL) {
+			render_close_line(&G.rd);
+			fprintf(cap.f, "%s%s:%s\n", render_color(&G.rd, "dim"),
+			    what, render_color(&G.rd, "reset"));
+			render_run_result(&G.rd, res);
+			gbr_capture_end(&cap);
+		}
+	} else {
+		s = json_dumps(res, JSON_INDENT(2) | JSON_ENSURE_ASCII |
+		    JSON_ENCODE_ANY);
+		gbr_say("%s:\n%s\n", what, s != NULL ? s : "?");
+		free(s);
+	}
+	free(what);
+	gbr_redraw();
+}
+
+/* Forgets the answers a lost connection took with it. */
+static void
+gbr_tools_lost(void)
+{
+	while (G.ntools > 0) {
+		G.ntools--;
+		gbr_say("* the answer to %s was lost with the connection; "
+		    "/history shows its result\n", G.tools[G.ntools].what);
+		free(G.tools[G.ntools].what);
+	}
+}
+
+/* /tool NAME [JSON-ARGS] */
+static void
+gbr_tool_cmd(const char *name, const char *json)
+{
+	json_error_t	 jerr;
+	json_t		*args;
+	char		*what;
+
+	if (*name == '\0') {
+		gbr_say("usage: /tool NAME [JSON-ARGS] (/tools lists them)\n");
+		return;
+	}
+	args = json != NULL ? json_loads(json, JSON_REJECT_DUPLICATES, &jerr) :
+	    json_object();
+	if (args == NULL || !json_is_object(args)) {
+		gbr_say("! /tool: JSON-ARGS must be a JSON object%s%s\n",
+		    args == NULL ? ": " : "", args == NULL ? jerr.text : "");
+		json_decref(args);
+		return;
+	}
+	what = xasprintf("/tool %s", name);
+	gbr_tool_start(name, args, what);
+	free(what);
+}
+
+/* /run PROGRAM [ARGS...]: run_command with these words as its argv. */
+static void
+gbr_run_cmd(const char *line)
+{
+	json_t	*argv;
+	char	*what;
+
+	if ((argv = gbr_words(line)) == NULL)
+		return;
+	what = xasprintf("/run %s", line);
+	gbr_tool_start("run_command", json_pack("{s:o}", "argv", argv), what);
+	free(what);
 }
 
 /* /call METHOD [JSON] and /status: any method, its result printed as JSON. */
@@ -1820,6 +2028,11 @@ gbr_command(char *line)
 	long		 n;
 
 	arg = cmd + strcspn(cmd, " \t");
+	/* /run takes the rest of the line whole: it splits it itself. */
+	if (arg - cmd == 3 && strncmp(cmd, "run", 3) == 0) {
+		gbr_run_cmd(arg + strspn(arg, " \t"));
+		return;
+	}
 	rest = NULL;
 	if (*arg != '\0') {
 		*arg++ = '\0';
@@ -1897,6 +2110,8 @@ gbr_command(char *line)
 		}
 	} else if (strcmp(cmd, "tools") == 0)
 		gbr_tools();
+	else if (strcmp(cmd, "tool") == 0)
+		gbr_tool_cmd(arg, rest);
 	else if (strcmp(cmd, "close") == 0) {
 		if ((res = gbr_call("session.close", json_pack("{s:s}", "session",
 		    G.session), NULL, 0)) != NULL) {
@@ -2049,6 +2264,7 @@ gbr_reconnect(void)
 	G.need_reconnect = 0;
 	client_free(G.cl);
 	G.cl = NULL;
+	gbr_tools_lost();
 	gbr_say("%s* connection to gbrd lost; reconnecting%s\n",
 	    render_color(&G.rd, "dim"), render_color(&G.rd, "reset"));
 	snprintf(name, sizeof name, "gbr/%s", PACKAGE_VERSION);
@@ -2231,7 +2447,7 @@ gbr_loop(void)
 		if (G.leave || G.need_reconnect || G.need_resync)
 			continue;
 		/* Without a terminal, input ended: wait for our own turn. */
-		if (G.ieof && G.sent_turn <= G.ended_turn)
+		if (G.ieof && G.sent_turn <= G.ended_turn && G.ntools == 0)
 			break;
 		pfd[0].fd = G.ieof ? -1 : STDIN_FILENO;
 		pfd[0].events = POLLIN;
@@ -2411,6 +2627,13 @@ main(int argc, char **argv)
 		if (cause != NULL)
 			free(cause);
 	}
+	if (G.tty && !G.hangup && G.ntools > 0)
+		printf("%d /run or /tool call%s not answered yet: a running one "
+		    "goes on (/history shows its result), one waiting for an "
+		    "approval is withdrawn\n", G.ntools, G.ntools == 1 ? "" :
+		    "s");
+	while (G.ntools > 0)
+		free(G.tools[--G.ntools].what);
 	if (G.tty && !G.hangup)
 		printf("detached from %s; it keeps running (gbr -s %s to come back)\n",
 		    G.label + 4, G.label + 4);

@@ -459,6 +459,52 @@ render_lines(struct render *r, const char *text, size_t tlen,
 	return more;
 }
 
+/* Writes the output and the end of a run tool's result (see render.h). */
+void
+render_run_result(struct render *r, const json_t *res)
+{
+	static const char *const streams[] = { "stdout", "stderr" };
+	const json_t	*text;
+	const char	*enc, *sig;
+	char		 key[32];
+	size_t		 i;
+
+	render_close_line(r);
+	for (i = 0; i < 2; i++) {
+		text = json_object_get(res, streams[i]);
+		if (!json_is_string(text) || json_string_length(text) == 0)
+			continue;
+		snprintf(key, sizeof key, "%s_encoding", streams[i]);
+		enc = json_string_value(json_object_get(res, key));
+		if (enc != NULL && strcmp(enc, "utf-8") != 0) {
+			snprintf(key, sizeof key, "%s_bytes", streams[i]);
+			fprintf(r->out, "%s  (%s: %lld bytes, not text)%s\n",
+			    render_color(r, "dim"), streams[i], (long long)
+			    json_integer_value(json_object_get(res, key)),
+			    render_color(r, "reset"));
+			continue;
+		}
+		(void)render_lines(r, json_string_value(text),
+		    json_string_length(text), "  ", i == 0 ? "plain" : "error",
+		    0, 0);
+	}
+	sig = json_string_value(json_object_get(res, "signal"));
+	fprintf(r->out, "%s= ", render_color(r, "dim"));
+	if (json_is_true(json_object_get(res, "timed_out")))
+		fputs("timed out", r->out);
+	else if (sig != NULL) {
+		fputs("killed by ", r->out);
+		render_escaped(r, sig, strlen(sig), RENDER_ESC_BACKSLASH, 32);
+	} else
+		fprintf(r->out, "exit %lld", (long long)json_integer_value(
+		    json_object_get(res, "exit_code")));
+	if (json_is_true(json_object_get(res, "truncated")) ||
+	    json_is_true(json_object_get(res, "output_limited")))
+		fputs(", output cut at the limit", r->out);
+	fprintf(r->out, " (%lld ms)%s\n", (long long)json_integer_value(
+	    json_object_get(res, "duration_ms")), render_color(r, "reset"));
+}
+
 /* Writes a unified diff, coloured and escaped (see render.h). */
 size_t
 render_diff(struct render *r, const char *diff, size_t dlen, const char *indent,

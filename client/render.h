@@ -57,6 +57,13 @@ char	*render_escape(const char *s, size_t len, int flags, size_t max);
 size_t	render_diff(struct render *, const char *diff, size_t len,
 	    const char *indent, size_t max_lines, size_t line_max);
 /*
+ * Writes a run tool's result (run_command, run_script, check) for the
+ * person who asked: stdout and stderr whole, each line escaped (stderr in
+ * the error colour), output that is not text only counted, then how the
+ * run ended ("= exit 0 (12 ms)").
+ */
+void	render_run_result(struct render *, const json_t *result);
+/*
  * Renders an approval object (approval.requested's params.approval, an
  * entry of approval.list) for a person to decide: id, tool, the escaped
  * path or command, why, and the diff (at most max_lines, 0: all; hint is

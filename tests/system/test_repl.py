@@ -243,6 +243,70 @@ def test_plain_stdin_scripts_the_repl(make_daemon, ws):
         assert re.search(r"^  %s +\S" % re.escape(n), r.stdout, re.M), n
 
 
+def test_run_and_tool_without_a_model(make_daemon, ws):
+    """/run and /tool use the session's tools with no LLM configured: the
+    output whole (escaped), how the command ended, errors with their kind.
+    Input ended right after them: gbr waits for their answers."""
+    d = make_daemon()
+    with open(os.path.join(ws, "notes.txt"), "w") as f:
+        f.write("line one\n")
+    script = "\n".join([
+        "/run sh -c 'sleep 0.3; echo \"a  b\"; echo oops >&2; exit 3'",
+        "/run printf '%s|%s\\n' \"x y\" it\\'s",
+        "/run printf '\\033]0;evil\\007bell\\n'",
+        "/run printf 'a\\342\\200\\256b\\n'",
+        "/tool read_file {\"path\": \"notes.txt\"}",
+        "/tool read_file {\"path\": \"../outside\"}",
+        "/run no-such-program-here",
+        "/run 'unclosed",
+        "/tool read_file [1]",
+        "/run",
+    ]) + "\n"
+    r = subprocess.run([GBR, ws], input=script, env=d.env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # The slow one answered last, yet was waited for; its words kept whole.
+    assert re.search(r"^/run sh -c .*:\n  a  b\n  oops\n= exit 3 \(\d+ ms\)$", out, re.M), out
+    # Quotes and backslashes as in a shell, nothing expanded.
+    assert re.search(r"^  x y\|it's$", out, re.M), out
+    # A terminal escape in the output never reaches the terminal as one.
+    assert "\x1b" not in out and "\x07" not in out
+    assert re.search(r"^  \(stdout: \d+ bytes, not text\)$", out, re.M), out
+    # Nor does a character that would turn the line around (U+202E).
+    assert "\u202e" not in out and re.search(r"^  a\\u\{202E\}b$", out, re.M), out
+    # Another tool: its result as JSON, after the call's own line.
+    assert re.search(r'^/tool read_file:\n\{\n  "path": "notes.txt"', out, re.M), out
+    assert "line one" in out
+    assert re.search(r"^/tool read_file: ! .*\(path_traversal\)$", out, re.M), out
+    assert re.search(r"^/run no-such-program-here: ! .*\(command_not_found\)$", out, re.M), out
+    assert "! /run: a ' quote is not closed" in out
+    assert "! /tool: JSON-ARGS must be a JSON object" in out
+    assert "usage: /run PROGRAM" in out
+    # They ran in the session, as the agent's calls do: in its history.
+    sid = sessions(d)[0]["id"]
+    hist = d.ctl_json("history", sid)["messages"]
+    assert len([m for m in hist if m["role"] == "tool"]) >= 4, hist
+
+
+def test_run_waits_for_an_approval_without_blocking_the_prompt(make_daemon, terms, aws):
+    d = make_daemon()
+    with open(os.path.join(aws, ".gbr_envs", "default.ini"), "w") as f:
+        f.write("[env]\nask_commands = echo *\n")
+    t = terms("rn", d.env, aws)
+    repl(t)
+    t.type("/run echo asked")
+    t.keys("Enter")
+    # The command waits for a human: the prompt asks, gbr is not stuck.
+    s = t.wait(CMD_QUESTION)
+    assert "echo asked" in s
+    t.type("a")
+    t.keys("Enter")
+    t.wait(r"^  asked\s*$")
+    t.wait(r"^= exit 0 \(\d+ ms\)")
+    quit_repl(t)
+
+
 # --- Human approvals at the prompt (issue 7) ---------------------------------
 
 # The question: files have [e]dit, .gbr_envs/ no [s]ession-approve (it is
