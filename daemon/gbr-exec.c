@@ -471,6 +471,16 @@ ge_getuid(void)
 #endif
 }
 
+static pid_t GE_CHILD
+ge_getpid(void)
+{
+#ifdef GE_RAW
+	return (pid_t)GE_S0(SYS_getpid);
+#else
+	return getpid();
+#endif
+}
+
 static gid_t GE_CHILD
 ge_getgid(void)
 {
@@ -1558,6 +1568,13 @@ ge_init(void *arg)
 		for (i = 0; i < GE_MSG_FDS; i++)
 			if ((e = ge_dup_to(r->fds[i], i)) != 0)
 				ge_fail("dup", -e);
+	/*
+	 * What follows (pid_max, kill(-1, ...)) is right only in a pid
+	 * namespace of our own, where the init is pid 1: never act on the
+	 * host's if a caller forgot CLONE_NEWPID.
+	 */
+	if (ge_getpid() != 1)
+		ge_fail("pid-namespace", ESRCH);
 	if ((e = ge_prctl(PR_SET_PDEATHSIG, SIGKILL, 0)) != 0)
 		ge_fail("pdeathsig", -e);
 	/* The maker may have died before the line above: then stop here. */
