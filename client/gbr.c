@@ -1817,9 +1817,9 @@ gbr_words(const char *line)
 	json_t		*v = json_array(), *w;
 	const char	*p = line;
 	char		*word;
-	size_t		 n = 0;
+	size_t		 n;
 	char		 q;
-	int		 in;
+	int		 in, bad = 0;
 
 	word = xmalloc(strlen(line) + 1);
 	for (;;) {
@@ -1845,20 +1845,21 @@ gbr_words(const char *line)
 		}
 		if (in) {
 			gbr_say("! /run: a %c quote is not closed\n", in);
+			bad = 1;
 			break;
 		}
 		if (json_array_size(v) >= GBR_ARGV_MAX ||
 		    (w = json_stringn(word, n)) == NULL) {
 			gbr_say("! /run: %s\n", json_array_size(v) >= GBR_ARGV_MAX ?
 			    "too many words" : "a word is not UTF-8");
-			in = 1;
+			bad = 1;
 			break;
 		}
 		json_array_append_new(v, w);
 	}
 	free(word);
-	if (in || json_array_size(v) == 0) {
-		if (!in)
+	if (bad || json_array_size(v) == 0) {
+		if (!bad)
 			gbr_say("usage: /run PROGRAM [ARGS...] (words as in a "
 			    "shell: '...', \"...\", \\; nothing is expanded)\n");
 		json_decref(v);
