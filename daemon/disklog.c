@@ -62,6 +62,7 @@
 
 #include "disklog.h"
 #include "fault.h"
+#include "jsonfast.h"
 #include "log.h"
 #include "logfmt.h"
 #include "logscan.h"
@@ -959,7 +960,7 @@ dl_record_json(const struct logfmt_record *rec)
 	json_error_t	 jerr;
 	json_t		*data;
 
-	data = json_loadb(rec->data, rec->data_len, JSON_DECODE_ANY, &jerr);
+	data = jsonfast_loadb(rec->data, rec->data_len, &jerr);
 	if (data == NULL)
 		return NULL;
 	return json_pack("{s:I, s:I, s:s%, s:o}", "seq", (json_int_t)rec->seq,
@@ -1798,7 +1799,7 @@ dl_pa_parse(const struct logfmt_record *rec, uint64_t snap_seq)
 	    (m = dl_module_for(rec->type, rec->type_len)) == NULL ||
 	    m->replay == NULL)
 		return NULL;
-	return json_loadb(rec->data, rec->data_len, JSON_DECODE_ANY, NULL);
+	return jsonfast_loadb(rec->data, rec->data_len, NULL);
 }
 
 /* Frees what a chunk holds. */
@@ -2139,8 +2140,7 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 	if (payload != NULL)
 		rp->ahead++;
 	else
-		payload = json_loadb(rec->data, rec->data_len, JSON_DECODE_ANY,
-		    &jerr);
+		payload = jsonfast_loadb(rec->data, rec->data_len, &jerr);
 	if (payload == NULL) {
 		rp->why = xasprintf("record seq %" PRIu64 " holds no valid JSON "
 		    "(%s)", rec->seq, jerr.text);
@@ -2299,7 +2299,7 @@ dl_open_snapshot(struct logscan_dir *d, int repair, char **cause)
 				    d->snaps[k - 1].seq);
 			else if (dl.log_id != 0 && h.log_id != dl.log_id)
 				why = xstrdup("belongs to another log");
-			else if ((root = json_loadb(body, len, 0, &jerr)) == NULL ||
+			else if ((root = jsonfast_loadb(body, len, &jerr)) == NULL ||
 			    !json_is_object(mods = json_object_get(root,
 			    "modules")))
 				why = xstrdup("body is not a snapshot object");
