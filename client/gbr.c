@@ -123,6 +123,7 @@ struct gbr {
 	int		 leave;
 	int		 hangup;	/* the terminal is gone: write nothing */
 	int		 exit_code;
+	int		 tool_failed;	/* a /run or /tool failed: exit 4 */
 	long long	 last_int_ms;
 
 	char		*ibuf;		/* lines read without a terminal */
@@ -1882,12 +1883,14 @@ gbr_tool_start(const char *tool, json_t *args, const char *what)
 
 	if (G.cl == NULL) {
 		json_decref(args);
+		G.tool_failed = 1;
 		return;
 	}
 	if (G.ntools >= GBR_TOOLS_MAX) {
 		gbr_say("! %d tool calls are waiting for their answers already\n",
 		    GBR_TOOLS_MAX);
 		json_decref(args);
+		G.tool_failed = 1;
 		return;
 	}
 	if ((id = client_send(G.cl, "tool.call", json_pack("{s:s, s:s, s:o}",
@@ -1896,6 +1899,7 @@ gbr_tool_start(const char *tool, json_t *args, const char *what)
 		    render_color(&G.rd, "reset"));
 		free(cause);
 		G.need_reconnect = 1;
+		G.tool_failed = 1;
 		return;
 	}
 	G.tools[G.ntools].id = id;
@@ -1925,7 +1929,12 @@ gbr_tool_reply(const json_t *msg)
 	if (res == NULL) {
 		gbr_say("%s: ", what);
 		gbr_say_error(msg);
+		G.tool_failed = 1;
 	} else if (json_object_get(res, "exit_code") != NULL) {
+		if (json_is_true(json_object_get(res, "timed_out")) ||
+		    json_is_string(json_object_get(res, "signal")) ||
+		    json_integer_value(json_object_get(res, "exit_code")) != 0)
+			G.tool_failed = 1;
 		if (gbr_capture(&cap) != NULL) {
 			render_close_line(&G.rd);
 			fprintf(cap.f, "%s%s:%s\n", render_color(&G.rd, "dim"),
@@ -1951,6 +1960,7 @@ gbr_tools_lost(void)
 		G.ntools--;
 		gbr_say("* the answer to %s was lost with the connection; "
 		    "/history shows its result\n", G.tools[G.ntools].what);
+		G.tool_failed = 1;
 		free(G.tools[G.ntools].what);
 	}
 }
@@ -1965,6 +1975,7 @@ gbr_tool_cmd(const char *name, const char *json)
 
 	if (*name == '\0') {
 		gbr_say("usage: /tool NAME [JSON-ARGS] (/tools lists them)\n");
+		G.tool_failed = 1;
 		return;
 	}
 	args = json != NULL ? json_loads(json, JSON_REJECT_DUPLICATES, &jerr) :
@@ -1973,6 +1984,7 @@ gbr_tool_cmd(const char *name, const char *json)
 		gbr_say("! /tool: JSON-ARGS must be a JSON object%s%s\n",
 		    args == NULL ? ": " : "", args == NULL ? jerr.text : "");
 		json_decref(args);
+		G.tool_failed = 1;
 		return;
 	}
 	what = xasprintf("/tool %s", name);
@@ -1987,8 +1999,10 @@ gbr_run_cmd(const char *line)
 	json_t	*argv;
 	char	*what;
 
-	if ((argv = gbr_words(line)) == NULL)
+	if ((argv = gbr_words(line)) == NULL) {
+		G.tool_failed = 1;
 		return;
+	}
 	what = xasprintf("/run %s", line);
 	gbr_tool_start("run_command", json_pack("{s:o}", "argv", argv), what);
 	free(what);
@@ -2652,5 +2666,8 @@ main(int argc, char **argv)
 	free(G.histfile);
 	free(G.ibuf);
 	free(G.socket);
+	/* Scripted, a failed /run or /tool fails gbr (gbr(1), EXIT STATUS). */
+	if (G.exit_code == 0 && G.tool_failed && !G.tty)
+		return 4;
 	return G.exit_code;
 }

@@ -264,7 +264,7 @@ def test_run_and_tool_without_a_model(make_daemon, ws):
     ]) + "\n"
     r = subprocess.run([GBR, ws], input=script, env=d.env, capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 4, r.stderr     # some of them failed
     out = r.stdout
     # The slow one answered last, yet was waited for; its words kept whole.
     assert re.search(r"^/run sh -c .*:\n  a  b\n  oops\n= exit 3 \(\d+ ms\)$", out, re.M), out
@@ -287,6 +287,28 @@ def test_run_and_tool_without_a_model(make_daemon, ws):
     sid = sessions(d)[0]["id"]
     hist = d.ctl_json("history", sid)["messages"]
     assert len([m for m in hist if m["role"] == "tool"]) >= 4, hist
+
+
+def test_scripted_run_failure_is_gbr_exit_status(make_daemon, ws):
+    """Without a terminal, gbr exits 4 if any /run or /tool failed (exit
+    status, signal, error, bad usage), else 0: so a script can use it."""
+    d = make_daemon()
+    with open(os.path.join(ws, "notes.txt"), "w") as f:
+        f.write("line one\n")
+    cases = [
+        (["/run true", '/tool read_file {"path": "notes.txt"}'], 0),
+        (["/run false"], 4),
+        (["/run false", "/run true"], 4),          # a later success clears nothing
+        (["/run sh -c 'kill -9 $$'"], 4),
+        (['/tool read_file {"path": "../outside"}'], 4),
+        (["/run 'unclosed"], 4),
+        (["/tool read_file [1]"], 4),
+        (["/run sh -c 'exit 0'", "/help"], 0),
+    ]
+    for lines, want in cases:
+        r = subprocess.run([GBR, ws], input="\n".join(lines) + "\n",
+                           env=d.env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == want, (lines, r.returncode, r.stdout, r.stderr)
 
 
 def test_run_waits_for_an_approval_without_blocking_the_prompt(make_daemon, terms, aws):
