@@ -315,7 +315,7 @@ client_line_cb(void *arg, const char *line, size_t len)
 	struct rpc_msg	 msg;
 	json_t		*err;
 
-	if (rpc_parse(line, len, &msg, &err) != 0) {
+	if (rpc_parse_from_daemon(line, len, &msg, &err) != 0) {
 		free(cl->error);
 		cl->error = xasprintf("the daemon sent a malformed line: %s",
 		    json_string_value(json_object_get(json_object_get(

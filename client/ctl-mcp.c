@@ -1458,7 +1458,7 @@ mcp_daemon_line(void *arg, const char *line, size_t len)
 	struct rpc_msg	 msg;
 	json_t		*err;
 
-	if (rpc_parse(line, len, &msg, &err) != 0) {
+	if (rpc_parse_from_daemon(line, len, &msg, &err) != 0) {
 		json_decref(err);
 		mcp_log("gbrd sent a line that is not JSON-RPC");
 		return 0;

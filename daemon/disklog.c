@@ -75,6 +75,12 @@
 /* Records waiting for their callback. */
 #define DL_MAX_PENDING	(1024U * 1024)
 /* A sparse index entry every this many bytes of a segment. */
+/*
+ * How records and snapshots are read back: as jansson wrote them, which
+ * includes a NUL byte in a string as \u0000 (a command's output can hold
+ * one). jansson refuses those by default.
+ */
+#define DL_JSON		JSON_ALLOW_NUL
 #define DL_INDEX_EVERY	(64U * 1024)
 /* Retry of a failed cut, while storage is failing. */
 #define DL_RETRY_MS	1000
@@ -960,7 +966,7 @@ dl_record_json(const struct logfmt_record *rec)
 	json_error_t	 jerr;
 	json_t		*data;
 
-	data = jsonfast_loadb(rec->data, rec->data_len, &jerr);
+	data = jsonfast_loadb(rec->data, rec->data_len, DL_JSON, &jerr);
 	if (data == NULL)
 		return NULL;
 	return json_pack("{s:I, s:I, s:s%, s:o}", "seq", (json_int_t)rec->seq,
@@ -1799,7 +1805,7 @@ dl_pa_parse(const struct logfmt_record *rec, uint64_t snap_seq)
 	    (m = dl_module_for(rec->type, rec->type_len)) == NULL ||
 	    m->replay == NULL)
 		return NULL;
-	return jsonfast_loadb(rec->data, rec->data_len, NULL);
+	return jsonfast_loadb(rec->data, rec->data_len, DL_JSON, NULL);
 }
 
 /* Frees what a chunk holds. */
@@ -2140,7 +2146,7 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 	if (payload != NULL)
 		rp->ahead++;
 	else
-		payload = jsonfast_loadb(rec->data, rec->data_len, &jerr);
+		payload = jsonfast_loadb(rec->data, rec->data_len, DL_JSON, &jerr);
 	if (payload == NULL) {
 		rp->why = xasprintf("record seq %" PRIu64 " holds no valid JSON "
 		    "(%s)", rec->seq, jerr.text);
@@ -2299,9 +2305,9 @@ dl_open_snapshot(struct logscan_dir *d, int repair, char **cause)
 				    d->snaps[k - 1].seq);
 			else if (dl.log_id != 0 && h.log_id != dl.log_id)
 				why = xstrdup("belongs to another log");
-			else if ((root = jsonfast_loadb(body, len, &jerr)) == NULL ||
-			    !json_is_object(mods = json_object_get(root,
-			    "modules")))
+			else if ((root = jsonfast_loadb(body, len, DL_JSON,
+			    &jerr)) == NULL || !json_is_object(mods =
+			    json_object_get(root, "modules")))
 				why = xstrdup("body is not a snapshot object");
 			free(body);
 		}

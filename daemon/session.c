@@ -80,6 +80,7 @@
 #include "disklog.h"
 #include "env.h"
 #include "gbrd.h"
+#include "jsonfast.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "osdep.h"
@@ -839,6 +840,17 @@ hist_append(struct session *s, uint64_t seq, char *json, size_t len)
 	s->hist[s->nhist].len = len;
 	s->nhist++;
 	s->hist_bytes += len;
+}
+
+/*
+ * A history message as JSON again (new reference), or NULL. jansson wrote
+ * it, NUL bytes in strings as \u0000 (a command's output can hold one),
+ * which its parser refuses unless told.
+ */
+static json_t *
+hist_parse(const struct hmsg *h, json_error_t *jerr)
+{
+	return jsonfast_loadb(h->json, h->len, JSON_ALLOW_NUL, jerr);
 }
 
 /* Finds a remembered request_id of session.send. */
@@ -2296,7 +2308,7 @@ session_history(struct session *s, size_t limit, uint64_t before)
 		bytes += s->hist[start - 1].len;
 	}
 	for (i = start; i < end; i++) {
-		m = json_loadb(s->hist[i].json, s->hist[i].len, 0, &jerr);
+		m = hist_parse(&s->hist[i], &jerr);
 		if (m == NULL)
 			fatalx("session %s: history message %zu does not parse",
 			    s->id, i);
@@ -2350,7 +2362,7 @@ session_snapshot(void)
 			continue;
 		hist = json_array();
 		for (i = 0; i < s->nhist; i++) {
-			m = json_loadb(s->hist[i].json, s->hist[i].len, 0, &jerr);
+			m = hist_parse(&s->hist[i], &jerr);
 			if (m == NULL)
 				fatalx("session %s: history does not parse", s->id);
 			json_array_append_new(hist, m);
@@ -2897,7 +2909,7 @@ session_request_lookup(struct session *s, const char *request_id,
 	for (i = s->nhist; i > 0; i--) {
 		if (s->hist[i - 1].seq != r->seq)
 			continue;
-		m = json_loadb(s->hist[i - 1].json, s->hist[i - 1].len, 0, &jerr);
+		m = hist_parse(&s->hist[i - 1], &jerr);
 		if (m == NULL)
 			break;
 		json_object_set_new(m, "duplicate", json_true());
@@ -3029,7 +3041,7 @@ session_messages(struct session *s, size_t from)
 	size_t		 i;
 
 	for (i = from; i < s->nhist; i++) {
-		m = json_loadb(s->hist[i].json, s->hist[i].len, 0, &jerr);
+		m = hist_parse(&s->hist[i], &jerr);
 		if (m == NULL)
 			fatalx("session %s: history message %zu does not parse",
 			    s->id, i);

@@ -10,9 +10,9 @@
  * Where yajl and jansson could read the same bytes differently, this file
  * does not try to follow jansson: it gives up and json_loadb decides.
  * - \u escapes: yajl turns \u0000 into a NUL byte and a lone surrogate
- *   into '?', jansson refuses both. Any \u0000 or \uD800-\uDFFF escape
- *   sends the document to jansson. Other \u escapes yajl decodes to UTF-8
- *   as jansson does.
+ *   into '?', jansson refuses both (the first unless JSON_ALLOW_NUL). Any
+ *   \u0000 or \uD800-\uDFFF escape sends the document to jansson. Other
+ *   \u escapes yajl decodes to UTF-8 as jansson does.
  * - Whitespace: yajl also skips \v and \f between tokens; jansson does
  *   not. Either byte anywhere sends the document to jansson (inside a
  *   string both refuse a raw control character).
@@ -306,12 +306,13 @@ jsonfast_parse(const char *buf, size_t len)
 }
 
 json_t *
-jsonfast_loadb(const char *buf, size_t len, json_error_t *error)
+jsonfast_loadb(const char *buf, size_t len, size_t flags, json_error_t *error)
 {
 	json_t	*v;
 
 	if ((v = jsonfast_parse(buf, len)) != NULL)
 		return v;
 	/* yajl refused it, or it is a case for jansson: jansson decides. */
-	return json_loadb(buf, len, JSON_DECODE_ANY, error);
+	return json_loadb(buf, len, JSON_DECODE_ANY | (flags & JSON_ALLOW_NUL),
+	    error);
 }

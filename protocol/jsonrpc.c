@@ -21,9 +21,10 @@ rpc_valid_id(const json_t *id)
 	    json_is_real(id);
 }
 
-/* Parses one line into a message or an error reply. */
-int
-rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply)
+/* Parses one line into a message or an error reply, with jansson's flags. */
+static int
+rpc_parse_flags(const char *line, size_t len, size_t flags, struct rpc_msg *msg,
+    json_t **reply)
 {
 	json_error_t	 jerr;
 	json_t		*root, *v, *id;
@@ -31,8 +32,8 @@ rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply)
 
 	memset(msg, 0, sizeof *msg);
 	*reply = NULL;
-	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
-	    &jerr);
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY |
+	    flags, &jerr);
 	if (root == NULL) {
 		*reply = rpc_error(NULL, GBR_ERR_PARSE, "parse error",
 		    json_pack("{s:s, s:i}", "detail", jerr.text, "position",
@@ -93,6 +94,21 @@ fail:
 	json_decref(root);
 	memset(msg, 0, sizeof *msg);
 	return -1;
+}
+
+/* Parses one line into a message or an error reply. */
+int
+rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply)
+{
+	return rpc_parse_flags(line, len, 0, msg, reply);
+}
+
+/* The same for a line from gbrd, whose strings may hold NUL bytes. */
+int
+rpc_parse_from_daemon(const char *line, size_t len, struct rpc_msg *msg,
+    json_t **reply)
+{
+	return rpc_parse_flags(line, len, JSON_ALLOW_NUL, msg, reply);
 }
 
 /* Releases what rpc_parse filled. */

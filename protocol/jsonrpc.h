@@ -37,6 +37,14 @@ struct rpc_msg {
  * text that is not JSON, -32600 for JSON that is not a message.
  */
 int	 rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply);
+/*
+ * rpc_parse for a line from gbrd, in the clients: its strings may hold NUL
+ * bytes, which jansson writes as \u0000 (a command's output, a file's
+ * text). Requests to gbrd are parsed by rpc_parse, without them: a NUL
+ * would cut a path or an argument short in C.
+ */
+int	 rpc_parse_from_daemon(const char *line, size_t len, struct rpc_msg *msg,
+	    json_t **reply);
 void	 rpc_msg_release(struct rpc_msg *);
 
 /* Returns a new result response; steals result (NULL means {}). */

@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for protocol/jsonfast.c: on any bytes, jsonfast_loadb
- * must give exactly what json_loadb(JSON_DECODE_ANY) gives, the same value
- * as jansson prints it (key order, reals) or NULL with the same error.
+ * must give exactly what json_loadb(JSON_DECODE_ANY | flags) gives, with
+ * flags 0 and JSON_ALLOW_NUL: the same value as jansson prints it (key
+ * order, reals) or NULL with the same error.
  * A difference aborts. jansson is the reference; yajl's lexer (which the
  * fast path uses) runs here with the sanitizers too.
  */
@@ -25,22 +26,23 @@ fail(const char *what, const char *a, const char *b)
 	abort();
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One comparison, with jansson's flags. */
+static void
+compare(const uint8_t *data, size_t size, size_t flags)
 {
 	json_error_t	 ea, eb;
 	json_t		*a, *b;
 	char		*da, *db;
 
-	a = json_loadb((const char *)data, size, JSON_DECODE_ANY, &ea);
-	b = jsonfast_loadb((const char *)data, size, &eb);
+	a = json_loadb((const char *)data, size, JSON_DECODE_ANY | flags, &ea);
+	b = jsonfast_loadb((const char *)data, size, flags, &eb);
 	if (a == NULL || b == NULL) {
 		if (a != NULL || b != NULL)
 			fail(a == NULL ? "only jsonfast accepts" :
 			    "only jansson accepts", ea.text, eb.text);
 		if (strcmp(ea.text, eb.text) != 0 || ea.position != eb.position)
 			fail("the errors differ", ea.text, eb.text);
-		return 0;
+		return;
 	}
 	da = json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY);
 	db = json_dumps(b, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -50,5 +52,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(db);
 	json_decref(a);
 	json_decref(b);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	compare(data, size, 0);
+	compare(data, size, JSON_ALLOW_NUL);
 	return 0;
 }

@@ -497,3 +497,43 @@ def test_second_daemon_on_the_same_log_is_refused(make_daemon):
         assert d.ctl("log", "verify", "--state-dir", d.state).returncode == 0
     d.start()
     assert status(d)["last_seq"] == 1
+
+
+def test_nul_bytes_in_text_survive_replay(make_daemon, tmpdir_short):
+    """A command's output may hold NUL bytes and still be text; jansson
+    writes them as \\u0000 and refuses them on reading unless told. They
+    once aborted gbrd (history re-read for session.history) and then kept
+    it from starting (the replay called the record damaged). Now they pass
+    through the history, clients, gbrctl log, a SIGKILL and the replay."""
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    d = make_daemon()
+    c = d.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    out = "text with a NUL\0in it, and enough plain text around it\n"
+    r = c.call("tool.call", {"session": sid, "tool": "run_command",
+                             "args": {"argv": ["printf", out.replace("\0", "\\000")]}})
+    res = r["result"].get("result", r["result"])
+    assert res["stdout"] == out and res["stdout_encoding"] == "utf-8", r
+
+    def texts(conn):
+        h = conn.call("session.history", {"session": sid})
+        assert "result" in h, h
+        return json.dumps(h["result"]["messages"])
+
+    before = texts(c)
+    assert "\\u0000in it" in before
+    # The clients read such lines too (gbrctl's parser is the clients' one).
+    r = d.ctl("--json", "log")
+    assert r.returncode == 0, r.stderr
+    assert "\\u0000in it" in r.stdout
+    c.close()
+    d.kill9()
+    d.start()
+    c = d.conn()
+    assert texts(c) == before
+    c.close()
+    d.stop()
+    v = d.ctl("log", "verify", "--state-dir", d.state)
+    assert v.returncode == 0, v.stdout + v.stderr
+    d.check_clean()

@@ -1,5 +1,6 @@
 /*
- * jsonfast_loadb must give exactly what json_loadb(JSON_DECODE_ANY) gives:
+ * jsonfast_loadb must give exactly what json_loadb(JSON_DECODE_ANY | flags)
+ * gives, with flags 0 and JSON_ALLOW_NUL:
  * the same value (compared as jansson prints it, so key order and the
  * rounding of reals count too) or NULL with the same error. First a table
  * of the cases where yajl and jansson differ or could, then documents
@@ -15,9 +16,21 @@
 #include "jsonfast.h"
 #include "unit.h"
 
-/* Compares the two parsers on len bytes; returns 1 if they agree. */
+/*
+ * Compares the two parsers on len bytes, with flags 0 then JSON_ALLOW_NUL;
+ * returns 1 if they agree both times.
+ */
+static int	same_flags(const char *, size_t, size_t, char *, size_t);
+
 static int
 same(const char *buf, size_t len, char *why, size_t whylen)
+{
+	return same_flags(buf, len, 0, why, whylen) &&
+	    same_flags(buf, len, JSON_ALLOW_NUL, why, whylen);
+}
+
+static int
+same_flags(const char *buf, size_t len, size_t flags, char *why, size_t whylen)
 {
 	json_error_t	 ea, eb;
 	json_t		*a, *b;
@@ -26,13 +39,13 @@ same(const char *buf, size_t len, char *why, size_t whylen)
 
 	memset(&ea, 0, sizeof ea);
 	memset(&eb, 0, sizeof eb);
-	a = json_loadb(buf, len, JSON_DECODE_ANY, &ea);
-	b = jsonfast_loadb(buf, len, &eb);
+	a = json_loadb(buf, len, JSON_DECODE_ANY | flags, &ea);
+	b = jsonfast_loadb(buf, len, flags, &eb);
 	if (a == NULL || b == NULL) {
 		ok = a == NULL && b == NULL && strcmp(ea.text, eb.text) == 0 &&
 		    ea.position == eb.position;
-		snprintf(why, whylen, "jansson %s (%s), jsonfast %s (%s)",
-		    a == NULL ? "refuses" : "accepts", ea.text,
+		snprintf(why, whylen, "flags %zx: jansson %s (%s), jsonfast %s "
+		    "(%s)", flags, a == NULL ? "refuses" : "accepts", ea.text,
 		    b == NULL ? "refuses" : "accepts", eb.text);
 		json_decref(a);
 		json_decref(b);
@@ -41,8 +54,8 @@ same(const char *buf, size_t len, char *why, size_t whylen)
 	da = json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY);
 	db = json_dumps(b, JSON_COMPACT | JSON_ENCODE_ANY);
 	ok = da != NULL && db != NULL && strcmp(da, db) == 0 && json_equal(a, b);
-	snprintf(why, whylen, "jansson %.200s, jsonfast %.200s", da ? da : "?",
-	    db ? db : "?");
+	snprintf(why, whylen, "flags %zx: jansson %.200s, jsonfast %.200s",
+	    flags, da ? da : "?", db ? db : "?");
 	free(da);
 	free(db);
 	json_decref(a);
@@ -183,14 +196,14 @@ test_depth(void)
 	n = 0;
 	repeat(buf, &n, "[", 2048);
 	repeat(buf, &n, "]", 2048);
-	j = jsonfast_loadb(buf, n, NULL);
+	j = jsonfast_loadb(buf, n, 0, NULL);
 	CHECK(j != NULL, "2048 nested arrays are taken");
 	json_decref(j);
 	n = 0;
 	repeat(buf, &n, "[", 2048);
 	repeat(buf, &n, "1", 1);
 	repeat(buf, &n, "]", 2048);
-	CHECK(jsonfast_loadb(buf, n, NULL) == NULL,
+	CHECK(jsonfast_loadb(buf, n, 0, NULL) == NULL,
 	    "a number inside 2048 nested arrays is refused");
 	free(buf);
 }

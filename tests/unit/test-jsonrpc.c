@@ -178,5 +178,28 @@ main(void)
 		    (gbr_err_code(i) <= -32600 || (gbr_err_code(i) >= -32099 &&
 		    gbr_err_code(i) <= -32000)), "kind %s has a valid code",
 		    gbr_err_kind(i));
+
+	/*
+	 * A NUL byte escaped in a string: refused in a request to gbrd (it
+	 * would cut a path short), taken in a line from gbrd, whose encoder
+	 * writes one so (a command's output).
+	 */
+	{
+		static const char	 esc[] = "{\"jsonrpc\":\"2.0\",\"method\":"
+		    "\"event\",\"params\":{\"text\":\"a\\u0000b\"}}";
+		json_t			*reply;
+
+		CHECK(code_s(esc) == -32700, "rpc_parse refuses \\u0000");
+		CHECK(rpc_parse_from_daemon(esc, strlen(esc), &msg, &reply) == 0 &&
+		    json_string_length(json_object_get(msg.params, "text")) == 3 &&
+		    memcmp(json_string_value(json_object_get(msg.params,
+		    "text")), "a\0b", 3) == 0,
+		    "rpc_parse_from_daemon takes it, as a NUL byte");
+		rpc_msg_release(&msg);
+		CHECK(rpc_parse_from_daemon(nul_line, sizeof nul_line - 1, &msg,
+		    &reply) == -1 && reply != NULL,
+		    "rpc_parse_from_daemon still refuses a raw NUL byte");
+		json_decref(reply);
+	}
 	return unit_done();
 }
