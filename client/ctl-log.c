@@ -20,6 +20,7 @@
 
 #include "client.h"
 #include "ctl.h"
+#include "jsonfast.h"
 #include "logscan.h"
 #include "xmalloc.h"
 
@@ -196,9 +197,9 @@ ctl_verify_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 	json_error_t		 jerr;
 	json_t			*data;
 
-	/* jansson writes a NUL byte in a string as \u0000. */
-	if ((data = json_loadb(rec->data, rec->data_len, JSON_DECODE_ANY |
-	    JSON_ALLOW_NUL, &jerr)) == NULL) {
+	/* As gbrd reads it back (jansson writes a NUL byte as \u0000). */
+	if ((data = jsonfast_loadb(rec->data, rec->data_len, JSON_ALLOW_NUL,
+	    &jerr)) == NULL) {
 		v->bad_json = rec->seq;
 		return 1;
 	}
