@@ -499,15 +499,18 @@ def test_second_daemon_on_the_same_log_is_refused(make_daemon):
     assert status(d)["last_seq"] == 1
 
 
-def test_nul_bytes_in_text_survive_replay(make_daemon, tmpdir_short):
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_nul_bytes_in_text_survive_replay(make_daemon, tmpdir_short, snapshot):
     """A command's output may hold NUL bytes and still be text; jansson
     writes them as \\u0000 and refuses them on reading unless told. They
     once aborted gbrd (history re-read for session.history) and then kept
     it from starting (the replay called the record damaged). Now they pass
-    through the history, clients, gbrctl log, a SIGKILL and the replay."""
+    through the history, clients, gbrctl log, a SIGKILL and the replay,
+    and (snapshot) through a snapshot of the sessions' state."""
     ws = os.path.join(tmpdir_short, "ws")
     os.makedirs(ws)
-    d = make_daemon()
+    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n"
+                    if snapshot else None)
     c = d.conn()
     sid = c.call("session.create", {"workspace": ws})["result"]["id"]
     out = "text with a NUL\0in it, and enough plain text around it\n"
@@ -527,6 +530,14 @@ def test_nul_bytes_in_text_survive_replay(make_daemon, tmpdir_short):
     r = d.ctl("--json", "log")
     assert r.returncode == 0, r.stderr
     assert "\\u0000in it" in r.stdout
+    if snapshot:
+        # Past the budget: a snapshot of the live state, then the old
+        # segments (with the command's records) go.
+        for i in range(40):
+            assert "result" in append(c, "x" * 60000)
+        snaps = [f for f in os.listdir(os.path.join(d.state, "log"))
+                 if f.endswith(".snap")]
+        assert snaps and status(d)["first_seq"] > 3, status(d)
     c.close()
     d.kill9()
     d.start()
