@@ -1011,6 +1011,13 @@ mcp_client_line(struct mcp *m, const char *line, size_t len)
 		    "jsonrpc must be \"2.0\"");
 		goto out;
 	}
+	/* gbrd refuses deeper requests, and without an id to answer. */
+	if (rpc_nesting_over(root, RPC_MAX_NESTING)) {
+		mcp_error(m, id, RPC_INVALID_REQUEST, "invalid_request", json_pack(
+		    "{s:i}", "max_nesting", RPC_MAX_NESTING), "the message is "
+		    "nested deeper than %d levels", RPC_MAX_NESTING);
+		goto out;
+	}
 	if (method == NULL) {
 		/* A response: we never send requests, so there is nothing to match. */
 		if (id == NULL || (json_object_get(root, "result") == NULL &&

@@ -846,6 +846,13 @@ agent_run_tool(struct agent_turn *t, struct session *s, json_t *am,
 	snprintf(rid, sizeof rid, "agent:%llu:%lld:%zu",
 	    (unsigned long long)t->turn,
 	    (long long)json_integer_value(json_object_get(am, "step")), k);
+	if (json_is_string(json_object_get(call, "args_error"))) {
+		msg = xasprintf("the arguments of this call are %s",
+		    json_string_value(json_object_get(call, "args_error")));
+		agent_tool_refused(t, s, call, rid, "invalid_params", msg);
+		free(msg);
+		return;
+	}
 	if (!json_is_object(args)) {
 		msg = xasprintf("the arguments of this call are not a valid JSON "
 		    "object: %s", json_string_value(json_object_get(call,

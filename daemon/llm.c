@@ -30,6 +30,7 @@
 #include "env.h"
 #include "gbrd.h"
 #include "http.h"
+#include "jsonrpc.h"
 #include "llm.h"
 #include "log.h"
 #include "sse.h"
@@ -666,11 +667,22 @@ llm_sink_call(void *arg, const char *id, const char *name, json_t *args,
 {
 	struct llm_call	*c = arg;
 	json_t		*o, *rs;
+	int		 deep;
 
-	o = json_pack("{s:s, s:s, s:O?}", "id", id, "name", name, "args", args);
+	/*
+	 * Arguments nested as deep as jansson parses would be too deep to read
+	 * back once stored in a record or sent in an event: refused as
+	 * unusable, with why (see RPC_MAX_NESTING).
+	 */
+	deep = args != NULL && rpc_nesting_over(args, RPC_MAX_NESTING);
+	o = json_pack("{s:s, s:s, s:O?}", "id", id, "name", name, "args",
+	    deep ? NULL : args);
 	if (o == NULL)
 		return;
-	if (args == NULL) {
+	if (deep)
+		json_object_set_new(o, "args_error", json_sprintf("nested deeper "
+		    "than %d levels", RPC_MAX_NESTING));
+	if (args == NULL || deep) {
 		size_t	n = strlen(raw);
 
 		/* Kept for the model's error message; cut on a character. */

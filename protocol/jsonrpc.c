@@ -21,10 +21,37 @@ rpc_valid_id(const json_t *id)
 	    json_is_real(id);
 }
 
-/* Parses one line into a message or an error reply, with jansson's flags. */
+/* True if v nests containers more than max deep (see jsonrpc.h). */
+int
+rpc_nesting_over(const json_t *v, int max)
+{
+	const char	*key;
+	json_t		*e;
+	size_t		 i;
+
+	if (!json_is_object(v) && !json_is_array(v))
+		return 0;
+	if (max <= 0)
+		return 1;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, e)
+			if (rpc_nesting_over(e, max - 1))
+				return 1;
+		return 0;
+	}
+	json_object_foreach((json_t *)v, key, e)
+		if (rpc_nesting_over(e, max - 1))
+			return 1;
+	return 0;
+}
+
+/*
+ * Parses one line into a message or an error reply, with jansson's flags;
+ * max_nesting 0 leaves the depth to jansson.
+ */
 static int
-rpc_parse_flags(const char *line, size_t len, size_t flags, struct rpc_msg *msg,
-    json_t **reply)
+rpc_parse_flags(const char *line, size_t len, size_t flags, int max_nesting,
+    struct rpc_msg *msg, json_t **reply)
 {
 	json_error_t	 jerr;
 	json_t		*root, *v, *id;
@@ -38,6 +65,13 @@ rpc_parse_flags(const char *line, size_t len, size_t flags, struct rpc_msg *msg,
 		*reply = rpc_error(NULL, GBR_ERR_PARSE, "parse error",
 		    json_pack("{s:s, s:i}", "detail", jerr.text, "position",
 		    jerr.position));
+		return -1;
+	}
+	if (max_nesting > 0 && rpc_nesting_over(root, max_nesting)) {
+		json_decref(root);
+		*reply = rpc_error(NULL, GBR_ERR_PARSE, "parse error",
+		    json_pack("{s:s, s:i}", "detail", "nested deeper than the "
+		    "limit", "max_nesting", max_nesting));
 		return -1;
 	}
 	if (!json_is_object(root)) {
@@ -100,7 +134,7 @@ fail:
 int
 rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply)
 {
-	return rpc_parse_flags(line, len, 0, msg, reply);
+	return rpc_parse_flags(line, len, 0, RPC_MAX_NESTING, msg, reply);
 }
 
 /* The same for a line from gbrd, whose strings may hold NUL bytes. */
@@ -108,7 +142,7 @@ int
 rpc_parse_from_daemon(const char *line, size_t len, struct rpc_msg *msg,
     json_t **reply)
 {
-	return rpc_parse_flags(line, len, JSON_ALLOW_NUL, msg, reply);
+	return rpc_parse_flags(line, len, JSON_ALLOW_NUL, 0, msg, reply);
 }
 
 /* Releases what rpc_parse filled. */

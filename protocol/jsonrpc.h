@@ -37,6 +37,17 @@ struct rpc_msg {
  * text that is not JSON, -32600 for JSON that is not a message.
  */
 int	 rpc_parse(const char *line, size_t len, struct rpc_msg *msg, json_t **reply);
+
+/*
+ * How deep a request (or a model's tool arguments) may nest: containers
+ * within containers, the top one counted. What gbrd keeps is stored inside
+ * records and sent inside events a few levels deeper, and jansson reads
+ * nothing deeper than 2048 levels; so gbrd takes far less, and everything
+ * it writes can be read back. rpc_parse refuses a deeper request (-32700).
+ */
+#define RPC_MAX_NESTING	64
+/* True if v nests containers more than max deep (v itself counted). */
+int	 rpc_nesting_over(const json_t *v, int max);
 /*
  * rpc_parse for a line from gbrd, in the clients: its strings may hold NUL
  * bytes, which jansson writes as \u0000 (a command's output, a file's

@@ -11,7 +11,9 @@ default answer when none is left. An answer is a dict:
     text         the answer's text, streamed in pieces ("chunks" of them)
     tool_calls   [{"name", "args", "id"?}]: arguments are streamed in
                  fragments (OpenAI: interleaved across calls by index;
-                 Anthropic: input_json_delta; Gemini: functionCall parts)
+                 Anthropic: input_json_delta; Gemini: functionCall parts);
+                 "args_json" instead of "args" gives their text as it is
+                 (OpenAI and Anthropic)
     usage        {"input": N, "output": M}
     status       an HTTP error status instead (429, 500, 401...), with
                  "retry_after" (a Retry-After header) and "body"
@@ -169,6 +171,13 @@ def split_text(text, n):
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
+def args_text(call):
+    """A tool call's arguments as the model writes them."""
+    if call.get("args_json") is not None:
+        return call["args_json"]
+    return json.dumps(call.get("args", {}))
+
+
 def split_json(s, size=7):
     return [s[i:i + size] for i in range(0, len(s), size)] or [""]
 
@@ -192,7 +201,7 @@ def events_openai(ans, model):
         cid_i = c.get("id") or ("call_" + uuid.uuid4().hex[:16])
         ev.append(chunk({"tool_calls": [{"index": i, "id": cid_i, "type": "function",
                                          "function": {"name": c["name"], "arguments": ""}}]}))
-        frags.append(split_json(json.dumps(c.get("args", {}))))
+        frags.append(split_json(args_text(c)))
     # Interleave the fragments of every call, keyed by index.
     k = 0
     while any(frags):
@@ -238,7 +247,7 @@ def events_anthropic(ans, model):
                                               "content_block": {"type": "tool_use",
                                                                 "id": c.get("id") or "toolu_" + uuid.uuid4().hex[:20],
                                                                 "name": c["name"], "input": {}}}))
-        for f in split_json(json.dumps(c.get("args", {}))):
+        for f in split_json(args_text(c)):
             out.append(ev("content_block_delta", {"type": "content_block_delta", "index": idx,
                                                   "delta": {"type": "input_json_delta",
                                                             "partial_json": f}}))

@@ -562,3 +562,28 @@ def test_gbrctl_send_prints_the_answer_once(make_daemon, fake, ws):
     assert r.returncode == 1
     out = json.loads(r.stdout)
     assert out["outcome"] == "error" and out["errors"][0]["kind"] == "auth"
+
+
+@pytest.mark.parametrize("provider", ("openai", "anthropic"))
+def test_deeply_nested_tool_arguments_are_refused(make_daemon, fake, ws, provider):
+    """A model may send arguments nested as deep as jansson parses (2048
+    levels). Kept as they are, the records and events holding them would be
+    deeper than that, so gbrd and its clients could not read them back (the
+    replay would refuse the log). They are answered as unusable arguments
+    instead, and everything stays readable across a SIGKILL."""
+    n = 2046        # with the object around, 2047 levels: jansson takes it
+    fake.push({"tool_calls": [{"name": "run_command",
+                               "args_json": '{"argv":' + "[" * n + "]" * n + "}"}]},
+              {"text": "ok"})
+    d = start(make_daemon, fake, provider)
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "go")
+    assert end["outcome"] == "completed", end
+    got = fake.wait_requests(2)[1].tool_results()
+    assert "invalid_params" in got[0][2] and "nested" in got[0][2], got
+    r = d.ctl("--json", "history", sid)
+    assert r.returncode == 0, r.stderr
+    d.kill9()
+    d.start()
+    assert len(history(d.conn(), sid)) >= 3
+    d.check_clean()

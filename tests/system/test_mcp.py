@@ -580,6 +580,9 @@ def test_raw_malformed_and_unknown(raw):
          b'"arguments":"x"}}\n', -32602, 12),
         (b'{"jsonrpc":"2.0","id":13,"method":"tools/list","params":{"cursor":"c"}}\n',
          -32602, 13),
+        # gbrd would refuse it without an id to answer: refused here, with one.
+        (b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"read_file",'
+         b'"arguments":{"path":' + b'[' * 62 + b']' * 62 + b'}}}\n', -32600, 14),
     ]
     for raw_line, code, rid in cases:
         r.send_raw(raw_line)

@@ -87,6 +87,9 @@ def test_malformed_json_keeps_connection(daemon):
     (b'{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"daemon.ping"}', -32700),
     (b'{"jsonrpc":"2.0","id":99999999999999999999999,"method":"daemon.ping"}', -32700),
     (b'{"jsonrpc":"2.0","id":1,"method":"m","params":' + b'[' * 100000 + b']' * 100000 + b'}', -32700),
+    # 64 levels in all are taken (and reach the method), 65 are not.
+    (b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping","params":' + b'[' * 63 + b']' * 63 + b'}', -32602),
+    (b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping","params":' + b'[' * 64 + b']' * 64 + b'}', -32700),
 ], ids=lambda v: v.decode("latin-1")[:40] if isinstance(v, bytes) else str(v))
 def test_bad_input_gets_the_right_error(daemon, line, code):
     c = daemon.conn()

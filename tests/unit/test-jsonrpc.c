@@ -179,6 +179,16 @@ main(void)
 		    gbr_err_code(i) <= -32000)), "kind %s has a valid code",
 		    gbr_err_kind(i));
 
+	/* Nesting: the top container counts; scalars do not. */
+	{
+		json_t	*v = json_loads("[1,{\"a\":[[]],\"b\":2}]", 0, NULL);
+
+		CHECK(!rpc_nesting_over(v, 4) && rpc_nesting_over(v, 3) &&
+		    !rpc_nesting_over(json_object_get(json_array_get(v, 1), "b"),
+		    0), "rpc_nesting_over counts containers, the top one too");
+		json_decref(v);
+	}
+
 	/*
 	 * A NUL byte escaped in a string: refused in a request to gbrd (it
 	 * would cut a path short), taken in a line from gbrd, whose encoder
