@@ -41,21 +41,21 @@
 #define JF_KEY_INLINE	128	/* keys longer than this are copied to the heap */
 
 struct jf {
-	yajl_handle h;
-	json_t	*root;
+	yajl_handle	  h;
+	json_t		 *root;
 	/* Where the root value ended in buf, unless in yajl's final " ". */
-	size_t	 end;
-	int	 ended;
-	int	 finishing;
-	json_t	**stack;		/* the open containers, outermost first */
-	size_t	 depth;
-	size_t	 cap;
-	json_t	*inline_stack[32];
+	size_t		  end;
+	int		  ended;
+	int		  finishing;
+	json_t		**stack;	/* the open containers, outermost first */
+	size_t		  depth;
+	size_t		  cap;
+	json_t		 *inline_stack[32];
 	/* The member name read last; yajl may reuse its buffer before the value. */
-	char	*key;
-	size_t	 keylen;
-	size_t	 keycap;
-	char	 inline_key[JF_KEY_INLINE];
+	char		 *key;
+	size_t		  keylen;
+	size_t		  keycap;
+	char		  inline_key[JF_KEY_INLINE];
 };
 
 /*
