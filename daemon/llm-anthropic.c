@@ -271,7 +271,8 @@ an_parse(void *arg0, const char *event, const char *data, size_t len,
 	const char	*type, *s;
 	int		 r = 0;
 
-	if ((j = json_loadb(data, len, 0, &jerr)) == NULL || !json_is_object(j)) {
+	if ((j = llm_json_parse(data, len, &jerr)) == NULL ||
+	    !json_is_object(j)) {
 		json_decref(j);
 		err->message = xstrdup("an event of the stream is not JSON");
 		return -1;

@@ -215,7 +215,7 @@ gm_parse(void *arg0, const char *event, const char *data, size_t len,
 	char		 gen[32];
 	size_t		 i;
 
-	if ((j = json_loadb(data, len, 0, &jerr)) == NULL) {
+	if ((j = llm_json_parse(data, len, &jerr)) == NULL) {
 		err->message = xstrdup("an event of the stream is not JSON");
 		return -1;
 	}

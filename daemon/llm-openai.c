@@ -265,7 +265,8 @@ oa_parse(void *arg0, const char *event, const char *data, size_t len,
 		oa_emit(st, sink, arg);
 		return 0;
 	}
-	if ((j = json_loadb(data, len, 0, &jerr)) == NULL || !json_is_object(j)) {
+	if ((j = llm_json_parse(data, len, &jerr)) == NULL ||
+	    !json_is_object(j)) {
 		json_decref(j);
 		err->message = xstrdup("a chunk of the stream is not JSON");
 		return -1;

@@ -104,6 +104,13 @@ extern const struct llm_provider llm_anthropic;
 /* The provider called name, or NULL. */
 const struct llm_provider *llm_provider_find(const char *name);
 
+/*
+ * A provider's JSON document (an object or an array), like json_loadb
+ * with flags 0, except that a \u0000 in a string is taken and made U+FFFD
+ * (llm-json.c says why). Returns a new reference or NULL with err filled.
+ */
+json_t		*llm_json_parse(const char *data, size_t len, json_error_t *err);
+
 /* Everything one request needs, resolved for a session. */
 struct llm_target {
 	const struct llm_provider *provider;

@@ -587,3 +587,36 @@ def test_deeply_nested_tool_arguments_are_refused(make_daemon, fake, ws, provide
     d.start()
     assert len(history(d.conn(), sid)) >= 3
     d.check_clean()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_nul_bytes_from_the_model_cut_nothing_short(make_daemon, fake, ws, provider):
+    """A model may write \\u0000 (quoting a command's output). It used to
+    fail the turn ("a chunk of the stream is not JSON"); taken as it is, a
+    NUL would cut C strings short: text, tool names, ids, a path in
+    Gemini's arguments ("hello.txt\\0/../x" read as "hello.txt"). Each NUL
+    from a provider becomes U+FFFD."""
+    fake.push({"text": "before\0after", "tool_calls": [
+        {"name": "read_file", "args": {"path": "hello.txt\0/../x"}}]},
+        {"text": "done"})
+    d = start(make_daemon, fake, provider)
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "go")
+    assert end["outcome"] == "completed", end
+    msgs = history(c, sid)
+    said = [m for m in msgs if m.get("role") == "assistant"][0]
+    assert said["content"] == "before\ufffdafter", said
+    got = fake.wait_requests(2)[1].tool_results()
+    assert len(got) == 1 and "hello from the workspace" not in json.dumps(got), got
+
+    def strings(v):
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                yield k
+                yield from strings(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from strings(x)
+    assert not any("\0" in x for x in strings(params(c)))
