@@ -448,6 +448,9 @@ def test_approvals_survive_a_snapshot(make_daemon, ws):
     sid3 = f.call("session.create", {"workspace": ws})["result"]["id"]
     text = "z" * 4000
     for i in range(400):
+        # The reply to session.send comes once the message is durable; the
+        # turn (here a no_provider one) may still be running then.
+        wait_until(lambda: state_of(d, sid3) == "idle")
         assert "result" in f.call("session.send", {"session": sid3,
                                                    "text": "%d %s" % (i, text)})
         snap = f.call("daemon.status")["result"]["disklog"].get("snapshot")

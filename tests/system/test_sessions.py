@@ -28,6 +28,14 @@ def wait_events(conn, pred, timeout=10.0):
     return conn.events
 
 
+def wait_idle(conn, sid, timeout=10.0):
+    deadline = time.time() + timeout
+    while [x for x in conn.call("session.list")["result"]["sessions"]
+           if x["id"] == sid][0]["state"] != "idle":
+        assert time.time() < deadline, "the session did not go idle"
+        time.sleep(0.01)
+
+
 def params(events):
     return [e["params"] for e in events if e.get("method") == "event"]
 
@@ -193,6 +201,9 @@ def test_many_clients_identical_streams(make_daemon, ws, mode):
     gone[0].close()
     big = "z" * 60000
     for i in range(8):
+        # The reply to session.send comes once the message is durable; the
+        # previous (no_provider) turn may still be running then.
+        wait_idle(owner, s["id"])
         r = owner.call("session.send", {"session": s["id"], "text": big + str(i)})
         assert "result" in r, r
         if i == 3:
