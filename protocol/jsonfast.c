@@ -45,7 +45,6 @@ struct jf {
 	json_t		 *root;
 	/* Where the root value ended in buf, unless in yajl's final " ". */
 	size_t		  end;
-	int		  ended;
 	int		  finishing;
 	json_t		**stack;	/* the open containers, outermost first */
 	size_t		  depth;
@@ -67,7 +66,6 @@ struct jf {
 static void
 jf_ended(struct jf *p)
 {
-	p->ended = 1;
 	p->end = p->finishing ? SIZE_MAX : yajl_get_bytes_consumed(p->h);
 }
 
@@ -298,7 +296,7 @@ jsonfast_parse(const char *buf, size_t len)
 		free(p.stack);
 	if (p.key != p.inline_key)
 		free(p.key);
-	if (st == yajl_status_ok && p.ended && p.depth == 0 &&
+	if (st == yajl_status_ok && p.root != NULL && p.depth == 0 &&
 	    jf_only_space(buf, len, p.end))
 		return p.root;
 	json_decref(p.root);
