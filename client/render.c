@@ -745,6 +745,18 @@ render_event(struct render *r, const json_t *p)
 		fprintf(r->out, "%s\n", render_color(r, "reset"));
 		return 1;
 	}
+	if (strcmp(type, "context.trimmed") == 0) {
+		render_close_line(r);
+		fprintf(r->out, "%s* %lld earlier message(s) shortened for the "
+		    "model (the history keeps them whole): the request is %lld "
+		    "bytes, its limit %lld (max_request_bytes)%s\n",
+		    render_color(r, "dim"),
+		    (long long)json_integer_value(json_object_get(p, "shortened")),
+		    (long long)json_integer_value(json_object_get(p, "bytes_after")),
+		    (long long)json_integer_value(json_object_get(p,
+		    "max_request_bytes")), render_color(r, "reset"));
+		return 1;
+	}
 	if (strcmp(type, "check.result") == 0) {
 		render_close_line(r);
 		fprintf(r->out, "%s%s check ", render_color(r,

@@ -23,9 +23,10 @@
  * it is now (reload.c keeps it current), so a reloaded profile applies to
  * the next request. The conversation is built from the whole history; if
  * the request would be larger than max_request_bytes, the oldest tool
- * outputs are shortened first (with a marker saying so) and a
- * context.trimmed event tells the user; a request that still does not fit
- * is never sent: the turn ends with too_large. Text streams to the
+ * outputs are shortened first, then the oldest messages and tool call
+ * arguments (each with a marker saying so), and a context.trimmed event
+ * tells the user; the newest user message is kept whole, and a request
+ * that still does not fit is never sent: the turn ends with too_large. Text streams to the
  * attached clients as live message.delta events (deltas are not logged:
  * the durable record is the assistant message written once the answer is
  * complete). A failed request is retried with exponential backoff and
@@ -63,7 +64,7 @@
 #include "xmalloc.h"
 
 #define AGENT_SID_MAX		64
-#define AGENT_KEEP		512	/* bytes kept of a shortened tool output */
+#define AGENT_KEEP		512	/* bytes kept of a shortened string */
 #define AGENT_FEEDBACK_MAX	(16 * 1024) /* check output given to the model */
 #define AGENT_EVENT_OUTPUT	4096	/* check output in a check.result event */
 #define AGENT_DIAG_EVENT	20	/* diagnostics in a check.result event */
@@ -88,7 +89,7 @@ struct agent_turn {
 	int			 writing;	/* a record of ours is being written */
 	struct event		*ev;		/* steps, and retry backoff */
 	unsigned		 attempt;	/* retries of the current request */
-	unsigned		 trimmed;	/* outputs shortened, as last told */
+	unsigned		 trimmed;	/* messages shortened, as last told */
 };
 TAILQ_HEAD(agent_list, agent_turn);
 
@@ -456,62 +457,151 @@ agent_utf8_cut(const char *s, size_t n)
 }
 
 /*
- * Builds the request, shortening the oldest tool outputs until it fits.
- * Returns 0 (*shortened says how many were), or -1 with *cause.
+ * The shortened form of a long string value, or NULL when it is short
+ * enough to keep (a shortened one is, so nothing is cut twice).
+ */
+static json_t *
+agent_cut(json_t *v, const char *what)
+{
+	const char	*s = json_string_value(v);
+	size_t		 len, keep;
+	json_t		*o;
+	char		*cut;
+
+	if (s == NULL || (len = json_string_length(v)) <= AGENT_KEEP + 128)
+		return NULL;
+	keep = agent_utf8_cut(s, AGENT_KEEP);
+	cut = xasprintf("%.*s\n[gbr: this %s was shortened from %zu to %zu "
+	    "bytes to fit the context budget]", (int)keep, s, what, len, keep);
+	o = json_string(cut);
+	free(cut);
+	return o != NULL ? o : json_string("[gbr: shortened]");
+}
+
+/* Shortens obj[key] if long; returns the bytes saved. */
+static size_t
+agent_cut_key(json_t *obj, const char *key, const char *what)
+{
+	json_t	*v = json_object_get(obj, key), *o;
+	size_t	 saved;
+
+	if ((o = agent_cut(v, what)) == NULL)
+		return 0;
+	saved = json_string_length(v) - json_string_length(o);
+	json_object_set_new(obj, key, o);
+	return saved;
+}
+
+/*
+ * Shortens every long string inside a tool call's arguments (a file's
+ * content given to write_file, say); returns the bytes saved. The depth
+ * is bounded: arguments nested deeper than RPC_MAX_NESTING are refused
+ * when they arrive.
+ */
+static size_t
+agent_cut_args(json_t *v)
+{
+	const char	*k;
+	json_t		*e, *o;
+	size_t		 i, saved = 0;
+	void		*tmp;
+
+	if (json_is_object(v)) {
+		json_object_foreach_safe(v, tmp, k, e) {
+			if (json_is_string(e))
+				saved += agent_cut_key(v, k, "argument");
+			else
+				saved += agent_cut_args(e);
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, e) {
+			if ((o = agent_cut(e, "argument")) != NULL) {
+				saved += json_string_length(e) -
+				    json_string_length(o);
+				json_array_set_new(v, i, o);
+			} else
+				saved += agent_cut_args(e);
+		}
+	}
+	return saved;
+}
+
+/*
+ * Shortens what one message of the conversation may lose: in the first
+ * pass a tool's output, in the second the text of a message and the
+ * arguments of the calls it made. Returns the bytes saved; *n counts the
+ * messages shortened.
+ */
+static size_t
+agent_cut_message(json_t *m, int pass, unsigned *n)
+{
+	json_t	*c;
+	size_t	 saved = 0, k;
+
+	if (pass == 0)
+		saved = agent_cut_key(m, "output", "output");
+	else {
+		saved = agent_cut_key(m, "content", "message");
+		json_array_foreach(json_object_get(m, "tool_calls"), k, c)
+			saved += agent_cut_args(json_object_get(c, "args"));
+	}
+	if (saved > 0)
+		(*n)++;
+	return saved;
+}
+
+/*
+ * Builds the request, shortening the conversation, oldest first, until it
+ * fits: tool outputs first, then the text of earlier messages and the
+ * arguments of tool calls. The newest user message is never shortened: a
+ * question the model cannot read whole is not sent. Returns 0 (*shortened
+ * says how many messages were), or -1 with *cause.
  */
 static int
 agent_build(struct agent_turn *t, const char *system, json_t *conv,
     json_t *tools, struct llm_request *rq, unsigned *shortened,
     size_t *before, char **cause)
 {
-	size_t		 max = t->target.max_request_bytes, i, len, keep, excess;
+	size_t		 max = t->target.max_request_bytes, n, i, last, excess;
 	size_t		 saved;
-	json_t		*m, *o;
-	const char	*out;
-	char		*cut;
+	const char	*role;
+	json_t		*m;
+	int		 pass;
 
 	*shortened = 0;
 	if (llm_request_build(&t->target, system, conv, tools, rq, cause) != 0)
 		return -1;
 	*before = rq->body_len;
-	i = 0;
-	while (rq->body_len > max) {
-		/* Shorten enough outputs, oldest first, to cover the excess. */
-		excess = rq->body_len - max;
-		saved = 0;
-		for (; i < json_array_size(conv) && saved <= excess; i++) {
-			m = json_array_get(conv, i);
-			o = json_object_get(m, "output");
-			out = json_string_value(o);
-			if (out == NULL || json_object_get(m, "shortened") != NULL)
-				continue;
-			len = json_string_length(o);
-			if (len <= AGENT_KEEP + 128)
-				continue;
-			keep = agent_utf8_cut(out, AGENT_KEEP);
-			cut = xasprintf("%.*s\n[gbr: this output was shortened from "
-			    "%zu to %zu bytes to fit the context budget]",
-			    (int)keep, out, len, keep);
-			saved += len - strlen(cut);
-			if ((o = json_string(cut)) == NULL)
-				o = json_string("[gbr: shortened]");
-			json_object_set_new(m, "output", o);
-			json_object_set_new(m, "shortened", json_true());
-			free(cut);
-			(*shortened)++;
-		}
-		llm_request_free(rq);
-		if (llm_request_build(&t->target, system, conv, tools, rq,
-		    cause) != 0)
-			return -1;
-		if (rq->body_len > max && i >= json_array_size(conv)) {
-			*cause = xasprintf("the conversation needs %zu bytes even "
-			    "with every tool output shortened, over the limit of "
-			    "%zu (max_request_bytes); start a new session",
-			    rq->body_len, max);
+	n = last = json_array_size(conv);
+	json_array_foreach(conv, i, m) {
+		role = json_string_value(json_object_get(m, "role"));
+		if (role != NULL && strcmp(role, "user") == 0)
+			last = i;
+	}
+	for (pass = 0; pass < 2 && rq->body_len > max; pass++) {
+		i = 0;
+		while (rq->body_len > max && i < n) {
+			/* Shorten enough, oldest first, to cover the excess. */
+			excess = rq->body_len - max;
+			saved = 0;
+			for (; i < n && saved <= excess; i++)
+				if (i != last)
+					saved += agent_cut_message(
+					    json_array_get(conv, i), pass,
+					    shortened);
 			llm_request_free(rq);
-			return -1;
+			if (llm_request_build(&t->target, system, conv, tools,
+			    rq, cause) != 0)
+				return -1;
 		}
+	}
+	if (rq->body_len > max) {
+		*cause = xasprintf("the conversation needs %zu bytes even with "
+		    "every earlier message and tool output shortened, over the "
+		    "limit of %zu (max_request_bytes): shorten the message or "
+		    "raise the limit", rq->body_len, max);
+		llm_request_free(rq);
+		return -1;
 	}
 	return 0;
 }

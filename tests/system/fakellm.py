@@ -138,6 +138,27 @@ class Request:
                             out.append(p["text"])
         return out
 
+    def assistant_texts(self):
+        """The text of each assistant message gbrd sent back, in order."""
+        j = self.json or {}
+        out = []
+        if self.provider == "openai":
+            out = [m.get("content") or "" for m in j.get("messages", [])
+                   if m["role"] == "assistant"]
+        elif self.provider in ("anthropic", "gemini"):
+            key, role = (("messages", "assistant") if self.provider == "anthropic"
+                         else ("contents", "model"))
+            for m in j.get(key, []):
+                if m.get("role") != role:
+                    continue
+                parts = m.get("content") if key == "messages" else m.get("parts")
+                if isinstance(parts, str):
+                    out.append(parts)
+                    continue
+                out.append("".join(b.get("text", "") for b in parts or []
+                                   if b.get("type", "text") == "text"))
+        return out
+
     def tool_names(self):
         j = self.json or {}
         if self.provider == "openai":

@@ -442,6 +442,67 @@ def test_context_budget_shortens_old_tool_outputs(make_daemon, fake, ws):
     assert len(fake.llm_requests()) == n
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_context_budget_shortens_old_messages_and_arguments(make_daemon, fake,
+                                                            ws, provider):
+    # A model that writes a big file and then gives a big answer would make
+    # every later request too large if only tool outputs could be cut.
+    profile(ws, "[env]\nautonomy = full\n[llm]\nmax_request_bytes = 16K\n")
+    content = "line of generated data\n" * 1000                # 23 KB
+    fake.push({"tool_calls": [{"name": "write_file",
+                               "args": {"path": "gen.txt", "content": content}}]},
+              {"text": "wrote it"},
+              {"text": "A" * 20000},
+              {"text": "still here"})
+    d = start(make_daemon, fake, provider)
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "generate the data")
+    assert end["outcome"] == "completed", end
+    # The tool ran with the whole content; only the request was cut.
+    with open(os.path.join(ws, "gen.txt")) as f:
+        assert f.read() == content
+    reqs = fake.llm_requests()
+    assert len(reqs) == 2 and all(len(r.raw) <= 16 * 1024 for r in reqs)
+    args = reqs[1].tool_calls()[0][2]
+    assert args["path"] == "gen.txt"
+    assert args["content"].startswith(content[:400])
+    assert "argument was shortened from %d to" % len(content) in args["content"]
+    ev = [p for p in turn_events(c, t) if p["type"] == "context.trimmed"]
+    assert ev and ev[0]["bytes_before"] > 16 * 1024 >= ev[0]["bytes_after"]
+    # A 20 KB answer, then the next turn: the old answer is cut, the new
+    # question is whole.
+    run_turn(c, sid, "say a lot")
+    t3, end3 = run_turn(c, sid, "and now?")
+    assert end3["outcome"] == "completed", end3
+    last = fake.llm_requests()[-1]
+    assert len(last.raw) <= 16 * 1024
+    texts = last.assistant_texts()
+    assert any("message was shortened from 20000 to" in x for x in texts), texts
+    assert last.user_texts()[-1] == "and now?"
+    # The history keeps everything.
+    h = c.call("session.history", {"session": sid})["result"]["messages"]
+    assert any(m.get("content") == "A" * 20000 for m in h)
+
+
+def test_a_message_too_large_does_not_wedge_the_session(make_daemon, fake, ws):
+    profile(ws, "[env]\nautonomy = full\n[llm]\nmax_request_bytes = 16K\n")
+    fake.push({"text": "fine"})
+    d = start(make_daemon, fake, "openai")
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "y" * 20000)
+    assert end["outcome"] == "error"
+    err = [p for p in turn_events(c, t) if p["type"] == "error"][0]
+    assert err["kind"] == "too_large" and "max_request_bytes" in err["message"]
+    assert fake.llm_requests() == []
+    # Once it is not the newest message, it is shortened like the rest.
+    t2, end2 = run_turn(c, sid, "a short one")
+    assert end2["outcome"] == "completed", end2
+    req = fake.llm_requests()[0]
+    assert len(req.raw) <= 16 * 1024
+    assert req.user_texts()[-1] == "a short one"
+    assert "message was shortened from 20000 to 512" in req.user_texts()[0]
+
+
 def test_step_limit(make_daemon, fake, ws):
     profile(ws, "[env]\nautonomy = full\n[llm]\nmax_steps = 2\n")
     fake.default = {"tool_calls": [{"name": "list_directory", "args": {"path": "."}}]}

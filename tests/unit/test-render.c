@@ -381,6 +381,13 @@ main(void)
 	CHECK(strstr(s, "retrying in 1000 ms") != NULL && strchr(s, '\033') == NULL,
 	    "a retry is said, escaped");
 	free(s);
+	s = show(&r, "{\"type\":\"context.trimmed\",\"turn\":3,\"shortened\":2,"
+	    "\"bytes_before\":40000,\"bytes_after\":16000,"
+	    "\"max_request_bytes\":16384}", 0);
+	CHECK(strstr(s, "2 earlier message(s) shortened") != NULL &&
+	    strstr(s, "16000 bytes, its limit 16384") != NULL,
+	    "a trimmed context is said with its figures");
+	free(s);
 	s = show(&r, "{\"type\":\"check.result\",\"ok\":false,\"attempt\":2,"
 	    "\"command\":\"make\"}", 0);
 	CHECK(strstr(s, "! check") != NULL && strstr(s, "failed (run 2)") != NULL,
