@@ -31,6 +31,7 @@ struct cmd {
 	int		(*fn)(struct ctl *, int, char **);
 	int		 flags;
 #define CMD_CONNECT	0x1	/* needs a connection to a running daemon */
+#define CMD_OWN_HELP	0x2	/* prints its own --help */
 	int		 min_args;
 	int		 max_args;
 };
@@ -78,21 +79,21 @@ static const struct cmd cmds[] = {
 	{ "run", "SESSION -- ARGV...", "run a command in a session's sandbox (run_command); print its output",
 	    ctl_run, CMD_CONNECT, 3, 4096 },
 	{ "approvals", "[--session S] [--all]", "list the approvals waiting "
-	    "for a human (paths and commands escaped)", ctl_approvals, 0, 0, 4 },
+	    "for a human (paths and commands escaped)", ctl_approvals, CMD_OWN_HELP, 0, 4 },
 	{ "approve", "ID [--scope session] [--reason R]", "approve: the "
 	    "action runs once (session: same tool and path allowed until "
-	    "revoked)", ctl_approve, 0, 1, 7 },
+	    "revoked)", ctl_approve, CMD_OWN_HELP, 1, 7 },
 	{ "deny", "ID [--reason R]", "deny: the agent gets \"denied\" with "
-	    "the reason", ctl_deny, 0, 1, 5 },
+	    "the reason", ctl_deny, CMD_OWN_HELP, 1, 5 },
 	{ "edit", "ID [--reason R]", "edit the proposed file in $VISUAL/$EDITOR, "
-	    "then write that instead", ctl_edit, 0, 1, 5 },
+	    "then write that instead", ctl_edit, CMD_OWN_HELP, 1, 5 },
 	{ "grants", "[--session S]", "list the session grants",
-	    ctl_grants, 0, 0, 2 },
+	    ctl_grants, CMD_OWN_HELP, 0, 2 },
 	{ "revoke", "GRANT", "revoke a session grant: identical calls ask again",
-	    ctl_revoke, 0, 1, 1 },
+	    ctl_revoke, CMD_OWN_HELP, 1, 1 },
 	{ "mcp", "[--session S | --workspace DIR] [--env E]", "serve gbr's tools "
 	    "to an MCP client over stdio (starts gbrd if needed)",
-	    ctl_mcp, 0, 0, 5 },
+	    ctl_mcp, CMD_OWN_HELP, 0, 5 },
 };
 
 /* Prints usage. */
@@ -122,7 +123,8 @@ usage(FILE *f)
 "                     $XDG_RUNTIME_DIR/gbr/gbrd.sock, else /tmp/gbr-$UID/gbrd.sock)\n"
 "  -j, --json         machine-readable output: one JSON value per line\n"
 "  -t, --timeout MS   how long to wait for a reply (default 30000; 0 = forever)\n"
-"  -h, --help         this help\n"
+"  -h, --help         this help; `gbrctl COMMAND --help` or `gbrctl help COMMAND`\n"
+"                     for one command\n"
 "  -V, --version      print the version\n"
 "\n"
 "Exit status: 0 ok, 1 the daemon answered with an error, 2 usage error,\n"
@@ -132,6 +134,19 @@ usage(FILE *f)
 "  gbrctl status\n"
 "  gbrctl --json call daemon.status\n"
 "  gbrctl call hello '{\"protocol\":1}'\n");
+}
+
+/* Prints one command's usage and what it does. */
+static void
+cmd_usage(const struct cmd *cmd)
+{
+	printf("usage: gbrctl %s%s%s\n\n%c%s.\n", cmd->name,
+	    cmd->args[0] != '\0' ? " " : "", cmd->args,
+	    cmd->help[0] >= 'a' && cmd->help[0] <= 'z' ? cmd->help[0] - 'a' +
+	    'A' : cmd->help[0], cmd->help + 1);
+	if (cmd->flags & CMD_CONNECT)
+		printf("\nNeeds a running gbrd (exit 3 when it cannot be "
+		    "reached).\n");
 }
 
 /* Prints a JSON value on one line. */
@@ -342,7 +357,7 @@ main(int argc, char **argv)
 	char			*cause, *end, name[64];
 	size_t			 i;
 	long			 t;
-	int			 ch, r, unreachable;
+	int			 ch, r, unreachable, help;
 
 	memset(&ctl, 0, sizeof ctl);
 	ctl.timeout_ms = 30000;
@@ -382,9 +397,15 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (strcmp(argv[0], "help") == 0) {
+	/* "help" alone, or "help COMMAND" as "COMMAND --help". */
+	if (strcmp(argv[0], "help") == 0 && argc == 1) {
 		usage(stdout);
 		return EXIT_OK;
+	}
+	help = strcmp(argv[0], "help") == 0;
+	if (help) {
+		argc--;
+		argv++;
 	}
 	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		if (strcmp(cmds[i].name, argv[0]) == 0)
@@ -395,8 +416,22 @@ main(int argc, char **argv)
 		    "lists them)\n", argv[0]);
 		return EXIT_USAGE;
 	}
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0))
+		help = 1;
+	if (help && (cmd->flags & CMD_OWN_HELP)) {
+		static char	 opt[] = "--help";
+		char		*hv[] = { argv[0], opt, NULL };
+
+		return cmd->fn(&ctl, 1, hv + 1);
+	}
+	if (help) {
+		cmd_usage(cmd);
+		return EXIT_OK;
+	}
 	if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
-		fprintf(stderr, "usage: gbrctl %s %s\n", cmd->name, cmd->args);
+		fprintf(stderr, "usage: gbrctl %s%s%s\n", cmd->name,
+		    cmd->args[0] != '\0' ? " " : "", cmd->args);
 		return EXIT_USAGE;
 	}
 	ctl.socket = paths_socket(socket_flag);

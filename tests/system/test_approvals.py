@@ -724,6 +724,20 @@ def test_gbrctl_help_without_daemon(make_daemon):
         r = d.ctl(cmd, "--help")
         assert r.returncode == 0 and r.stdout.startswith("usage: gbrctl " + cmd)
     assert d.ctl("approvals").returncode == 3
+    # Every command explains itself without a daemon, both ways.
+    for cmd in ("status", "run", "env", "log", "send", "new", "tool", "call",
+                "mcp", "approve"):
+        for args in ((cmd, "--help"), (cmd, "-h"), ("help", cmd)):
+            r = d.ctl(*args)
+            assert r.returncode == 0, (args, r.stderr)
+            assert r.stdout.startswith("usage: gbrctl " + cmd), (args, r.stdout)
+            assert len(r.stdout.splitlines()) >= 3, (args, r.stdout)
+    assert "for one command" in d.ctl("--help").stdout
+    r = d.ctl("help", "nope")
+    assert r.returncode == 2 and "unknown command 'nope'" in r.stderr
+    # Only the first argument asks for help: after it, "-h" is an argument.
+    r = d.ctl("run", "abc", "--", "-h")
+    assert r.returncode == 3 and "usage" not in r.stdout
 
 
 def test_gbrctl_edit_with_editor(daemon, ws, tmpdir_short):
