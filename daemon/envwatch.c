@@ -378,6 +378,9 @@ ew_inotify(evutil_socket_t fd, short what, void *arg)
 				ew_pend(w, NULL);
 				continue;
 			}
+			/* The workspace's folder itself is gone. */
+			if (ev->wd == w->wd_ws && (ev->mask & IN_IGNORED))
+				w->wd_ws = -1;
 			if (ev->wd == w->wd_ws && ev->len > 0 &&
 			    strcmp(ev->name, ENV_DIR) == 0) {
 				if (ev->mask & (IN_CREATE | IN_MOVED_TO))
@@ -404,6 +407,26 @@ ew_inotify(evutil_socket_t fd, short what, void *arg)
 					ew_pend(w, w->files[k].name);
 		}
 	}
+}
+
+/* Watches the workspace's folder, as its path names it now. */
+static void
+ew_rearm(struct envwatch *w, int force)
+{
+	if (w->ifd == -1 || (w->wd_ws != -1 && !force))
+		return;
+	/* The old folder's watches are dead or soon will be. */
+	if (w->wd_ws != -1)
+		inotify_rm_watch(w->ifd, w->wd_ws);
+	if (w->wd_dir != -1)
+		inotify_rm_watch(w->ifd, w->wd_dir);
+	w->wd_dir = -1;
+	w->wd_ws = inotify_add_watch(w->ifd, w->ws, IN_CREATE | IN_DELETE |
+	    IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD);
+	if (w->wd_ws == -1)
+		return;
+	ew_watch_dir(w);
+	ew_rescan(w, 0);
 }
 
 /* Starts inotify; returns 0, or -1 to fall back to polling. */
@@ -437,6 +460,14 @@ ew_watch_file(struct envwatch *w, struct ew_file *f)
 }
 
 #else
+
+/* Polling looks at the path: nothing to rearm. */
+static void
+ew_rearm(struct envwatch *w, int force)
+{
+	(void)w;
+	(void)force;
+}
 
 /* No inotify in this build: always poll. */
 static int
@@ -530,6 +561,13 @@ envwatch_add_file(struct envwatch *w, const char *path, const char *name,
 	ew_stat_path(path, &f->st);
 	ew_watch_file(w, f);
 	return 0;
+}
+
+/* Watches the workspace's folder again if it was made anew (see envwatch.h). */
+void
+envwatch_rearm(struct envwatch *w, int force)
+{
+	ew_rearm(w, force);
 }
 
 /* Stops watching and frees everything. */

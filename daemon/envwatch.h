@@ -45,6 +45,13 @@ struct envwatch	*envwatch_create(struct event_base *, const char *workspace,
 int		 envwatch_add_file(struct envwatch *, const char *path,
 		    const char *name, char **cause);
 /* Stops watching; frees everything. */
+/*
+ * The workspace's folder was deleted and may be made again: watches what
+ * its path names now and reports the profiles that differ. force drops
+ * the old watches first; without it, only watches the kernel ended are
+ * made again (cheap when none did).
+ */
+void		 envwatch_rearm(struct envwatch *, int force);
 void		 envwatch_free(struct envwatch *);
 /* "inotify" or "poll". */
 const char	*envwatch_mode(const struct envwatch *);

@@ -131,7 +131,8 @@ reload_watch(const char *ws, const struct env *env)
 		TAILQ_INSERT_TAIL(&reload_watches, rw, entry);
 		reload_nwatches++;
 		log_debug("%s: watching profiles (%s)", ws, envwatch_mode(rw->w));
-	}
+	} else
+		envwatch_rearm(rw->w, 0);	/* the folder may be new */
 	if (env == NULL)
 		return;
 	/* Profiles in .gbr_envs are watched already; add the others. */
@@ -228,12 +229,43 @@ reload_session_cached(struct session *s, struct reload_cache *rc,
 {
 	struct env	*env;
 	struct sandbox	*sb;
-	char		*why = NULL, *why2 = NULL;
+	struct rwatch	*rw;
+	char		*why = NULL, *why2 = NULL, *real;
 
 	*cause = NULL;
 	session_runtime(s, &env, &sb);
+	if (sb != NULL && sandbox_root_gone(sb)) {
+		/*
+		 * As after a restart: the session follows its path, and the
+		 * watches that died with the folder are made again.
+		 */
+		log_warn("session %s: its workspace %s was deleted; opening the "
+		    "path again", session_id(s), session_workspace(s));
+		session_set_runtime(s, NULL, NULL);
+		if ((rw = reload_watch_find(session_workspace(s))) != NULL)
+			envwatch_rearm(rw->w, 1);
+		env = NULL;
+		sb = NULL;
+	}
 	if (env != NULL && sb != NULL)
 		goto done;
+	/* The path was resolved when the session was made: it must still be. */
+	if ((real = realpath(session_workspace(s), NULL)) == NULL &&
+	    errno == ENOENT) {
+		*cause = xasprintf("the session's workspace %s does not exist "
+		    "any more (deleted or moved): create the folder again to go "
+		    "on, or start a session where it is now",
+		    session_workspace(s));
+		return -1;
+	}
+	if (real != NULL && strcmp(real, session_workspace(s)) != 0) {
+		*cause = xasprintf("the session's workspace %s now leads to %s (a "
+		    "link was put in its place): start a session there if that "
+		    "is meant", session_workspace(s), real);
+		free(real);
+		return -1;
+	}
+	free(real);
 	env = NULL;
 	sb = NULL;
 	if (reload_load(rc, session_workspace(s), session_env_name(s), &env,

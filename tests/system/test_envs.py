@@ -217,3 +217,56 @@ def test_restart_keeps_env(make_daemon, ws):
     c.call("session.attach", {"session": sid, "after_seq": 0})
     wait_for(c, lambda p: p["type"] == "env.invalid")
     assert c.call("env.show", {"session": sid})["result"]["name"] == "default"
+
+
+def test_workspace_deleted_and_made_again(daemon, ws, tmpdir_short):
+    """rm -rf of the project, then a fresh clone at the same path: the
+    session follows the path, with the new folder's profile, its hot
+    reload, and its files (as it would after a restart)."""
+    import shutil
+    c, w, sid = session(daemon, ws)
+    assert write_kind(c, sid, "locked.txt") == "protected_path"
+    shutil.rmtree(ws)
+    for tool, args in (("read_file", {"path": "a.txt"}),
+                       ("write_file", {"path": "b.txt", "content": "x"}),
+                       ("run_command", {"argv": ["true"]})):
+        r = c.call("tool.call", {"session": sid, "tool": tool, "args": args})
+        assert r["error"]["data"]["kind"] == "invalid_env", r
+        assert "does not exist any more" in r["error"]["message"], r
+    assert not os.path.exists(os.path.join(ws, "b.txt"))
+    # Made again, with other rules: they apply at once...
+    write(os.path.join(ws, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="new-locked.txt", prompt="You are dev anew."))
+    with open(os.path.join(ws, "a.txt"), "w") as f:
+        f.write("new a\n")
+    r = c.call("tool.call", {"session": sid, "tool": "read_file",
+                             "args": {"path": "a.txt"}})
+    assert r["result"]["result"]["content"] == "new a\n", r
+    assert write_kind(c, sid, "new-locked.txt") == "protected_path"
+    assert write_kind(c, sid, "locked.txt") == "ok"
+    r = c.call("tool.call", {"session": sid, "tool": "run_command",
+                             "args": {"argv": ["cat", "a.txt"]}})
+    assert r["result"]["result"]["stdout"] == "new a\n", r
+    # ...and the new folder's profile is watched: an edit is hot again.
+    # (First let the report of the deletion, debounced up to 2 s, go by:
+    # it reloads from disk too, and would hide a watch that is dead.)
+    time.sleep(2.5)
+    write(os.path.join(ws, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="later.txt", prompt="You are dev later."))
+    wait_for(w, lambda p: p["type"] == "env.reloaded" and
+             "later" in str(p), timeout=20)
+    assert write_kind(c, sid, "later.txt") == "protected_path"
+    # A link put in its place is not followed.
+    shutil.rmtree(ws)
+    other = os.path.join(tmpdir_short, "elsewhere")
+    os.makedirs(other)
+    with open(os.path.join(other, "a.txt"), "w") as f:
+        f.write("not the project\n")
+    os.symlink(other, ws)
+    r = c.call("tool.call", {"session": sid, "tool": "read_file",
+                             "args": {"path": "a.txt"}})
+    assert r["error"]["data"]["kind"] == "invalid_env", r
+    assert "now leads to " + other in r["error"]["message"], r
+    r = c.call("tool.call", {"session": sid, "tool": "write_file",
+                             "args": {"path": "x.txt", "content": "x"}})
+    assert "error" in r and not os.path.exists(os.path.join(other, "x.txt"))
