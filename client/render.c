@@ -805,7 +805,8 @@ render_event(struct render *r, const json_t *p)
 		return 1;
 	}
 	if (strcmp(type, "resync_required") == 0 || strcmp(type, "evicted") == 0 ||
-	    strcmp(type, "sandbox.denied") == 0 || strcmp(type, "env.invalid") == 0) {
+	    strcmp(type, "sandbox.denied") == 0 || strcmp(type, "env.invalid") == 0 ||
+	    strcmp(type, "workspace.gone") == 0) {
 		render_close_line(r);
 		fprintf(r->out, "%s! %s: ", render_color(r, "error"), type);
 		render_json(r, json_object_get(p, "reason") != NULL ?

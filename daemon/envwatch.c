@@ -66,13 +66,18 @@ struct envwatch {
 	char			*ws;
 	char			*dir;		/* <ws>/.gbr_envs */
 	envwatch_cb		 cb;
+	envwatch_gone_cb	 gone;
 	void			*arg;
+	struct ew_stat		 ws_st;		/* the folder the path named */
 	int			 debounce_ms;
 	int			 poll_ms;
 	int			 max_delay_ms;
 	int			 polling;
 	int			 ifd;		/* inotify fd, -1 when polling */
 	int			 wd_ws;
+	int			 wd_parent;	/* for the workspace going */
+	char			*parent;	/* its folder; NULL for "/" */
+	const char		*ws_name;	/* its name in parent */
 	int			 wd_dir;
 	struct event		*ev_inotify;
 	struct event		*ev_poll;
@@ -189,6 +194,37 @@ ew_pend(struct envwatch *w, const char *name)
 			w->overflow = 1;
 	}
 	ew_arm(w);
+}
+
+/*
+ * Says so if the workspace's path no longer names the folder it named
+ * (nothing is said while it names nothing, the same folder, or a folder
+ * where there was none).
+ */
+static void
+ew_ws_check(struct envwatch *w)
+{
+	struct ew_stat	now;
+
+	ew_stat_path(w->ws, &now);
+	if (!w->ws_st.exists || (now.exists && now.dev == w->ws_st.dev &&
+	    now.ino == w->ws_st.ino)) {
+		w->ws_st = now;		/* nothing was lost: maybe a new one */
+		return;
+	}
+	w->ws_st = now;
+#ifdef HAVE_SYS_INOTIFY_H
+	/* The watches on the old folder are of no use: rearm makes new ones. */
+	if (w->ifd != -1) {
+		if (w->wd_ws != -1)
+			inotify_rm_watch(w->ifd, w->wd_ws);
+		if (w->wd_dir != -1)
+			inotify_rm_watch(w->ifd, w->wd_dir);
+		w->wd_ws = w->wd_dir = -1;
+	}
+#endif
+	if (w->gone != NULL)
+		w->gone(w->arg);
 }
 
 /* Frees a scan. */
@@ -332,6 +368,7 @@ ew_poll(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
+	ew_ws_check(arg);
 	ew_rescan(arg, 0);
 }
 
@@ -378,9 +415,28 @@ ew_inotify(evutil_socket_t fd, short what, void *arg)
 				ew_pend(w, NULL);
 				continue;
 			}
-			/* The workspace's folder itself is gone. */
-			if (ev->wd == w->wd_ws && (ev->mask & IN_IGNORED))
+			/*
+			 * The workspace's folder deleted or moved: its parent
+			 * says so at once (the folder's own IN_DELETE_SELF
+			 * waits until nobody holds it open, and the sandbox
+			 * does).
+			 */
+			if (ev->wd == w->wd_parent) {
+				if (ev->mask & IN_IGNORED)
+					w->wd_parent = -1;
+				if ((ev->mask & IN_IGNORED) || (ev->len > 0 &&
+				    strcmp(ev->name, w->ws_name) == 0))
+					ew_ws_check(w);
+				continue;
+			}
+			if (ev->wd == w->wd_ws && (ev->mask & (IN_DELETE_SELF |
+			    IN_MOVE_SELF | IN_IGNORED))) {
+				if (!(ev->mask & IN_IGNORED))
+					inotify_rm_watch(w->ifd, w->wd_ws);
 				w->wd_ws = -1;
+				ew_ws_check(w);
+				continue;
+			}
 			if (ev->wd == w->wd_ws && ev->len > 0 &&
 			    strcmp(ev->name, ENV_DIR) == 0) {
 				if (ev->mask & (IN_CREATE | IN_MOVED_TO))
@@ -409,22 +465,34 @@ ew_inotify(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Watches the workspace's parent folder for the workspace going. */
+static void
+ew_watch_parent(struct envwatch *w)
+{
+	if (w->wd_parent == -1 && w->parent != NULL)
+		w->wd_parent = inotify_add_watch(w->ifd, w->parent, IN_DELETE |
+		    IN_MOVED_FROM | IN_ONLYDIR | IN_MASK_ADD);
+}
+
 /* Watches the workspace's folder, as its path names it now. */
 static void
-ew_rearm(struct envwatch *w, int force)
+ew_rearm(struct envwatch *w)
 {
-	if (w->ifd == -1 || (w->wd_ws != -1 && !force))
+	if (w->ifd == -1)
 		return;
-	/* The old folder's watches are dead or soon will be. */
+	ew_watch_parent(w);
 	if (w->wd_ws != -1)
-		inotify_rm_watch(w->ifd, w->wd_ws);
+		return;
+	/* The folder in .gbr_envs went with the old one. */
 	if (w->wd_dir != -1)
 		inotify_rm_watch(w->ifd, w->wd_dir);
 	w->wd_dir = -1;
 	w->wd_ws = inotify_add_watch(w->ifd, w->ws, IN_CREATE | IN_DELETE |
-	    IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD);
+	    IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+	    IN_ONLYDIR | IN_MASK_ADD);
 	if (w->wd_ws == -1)
 		return;
+	ew_stat_path(w->ws, &w->ws_st);
 	ew_watch_dir(w);
 	ew_rescan(w, 0);
 }
@@ -436,7 +504,8 @@ ew_start_inotify(struct envwatch *w)
 	if ((w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) == -1)
 		return -1;
 	w->wd_ws = inotify_add_watch(w->ifd, w->ws, IN_CREATE | IN_DELETE |
-	    IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD);
+	    IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+	    IN_ONLYDIR | IN_MASK_ADD);
 	if (w->wd_ws == -1) {
 		close(w->ifd);
 		w->ifd = -1;
@@ -444,6 +513,7 @@ ew_start_inotify(struct envwatch *w)
 	}
 	w->wd_dir = inotify_add_watch(w->ifd, w->dir, EW_DIR_MASK | IN_MASK_ADD |
 	    IN_ONLYDIR);
+	ew_watch_parent(w);
 	w->ev_inotify = event_new(w->base, w->ifd, EV_READ | EV_PERSIST,
 	    ew_inotify, w);
 	event_add(w->ev_inotify, NULL);
@@ -463,10 +533,9 @@ ew_watch_file(struct envwatch *w, struct ew_file *f)
 
 /* Polling looks at the path: nothing to rearm. */
 static void
-ew_rearm(struct envwatch *w, int force)
+ew_rearm(struct envwatch *w)
 {
 	(void)w;
-	(void)force;
 }
 
 /* No inotify in this build: always poll. */
@@ -506,7 +575,7 @@ envwatch_create(struct event_base *base, const char *workspace,
     const struct envwatch_opts *opts, envwatch_cb cb, void *arg, char **cause)
 {
 	struct envwatch	*w;
-	char		*ws;
+	char		*ws, *slash;
 
 	*cause = NULL;
 	if ((ws = realpath(workspace, NULL)) == NULL) {
@@ -517,6 +586,11 @@ envwatch_create(struct event_base *base, const char *workspace,
 	w->base = base;
 	w->ws = ws;
 	w->dir = xasprintf("%s/%s", ws, ENV_DIR);
+	slash = strrchr(ws, '/');
+	if (slash != NULL && slash != ws && slash[1] != '\0') {
+		w->parent = xstrndup(ws, (size_t)(slash - ws));
+		w->ws_name = slash + 1;
+	}
 	w->cb = cb;
 	w->arg = arg;
 	w->debounce_ms = opts != NULL && opts->debounce_ms > 0 ? opts->debounce_ms : 200;
@@ -525,9 +599,10 @@ envwatch_create(struct event_base *base, const char *workspace,
 	    opts->max_delay_ms : 2000;
 	if (w->max_delay_ms < w->debounce_ms)
 		w->max_delay_ms = w->debounce_ms;
-	w->ifd = w->wd_ws = w->wd_dir = -1;
+	w->ifd = w->wd_ws = w->wd_dir = w->wd_parent = -1;
 	w->ev_debounce = evtimer_new(base, ew_fire, w);
 	/* The first scan is the baseline: nothing is reported for it. */
+	ew_stat_path(w->ws, &w->ws_st);
 	w->nprofs = ew_scan(w, &w->profs);
 	if ((opts != NULL && opts->force_poll) || ew_start_inotify(w) != 0)
 		ew_start_poll(w);
@@ -565,9 +640,16 @@ envwatch_add_file(struct envwatch *w, const char *path, const char *name,
 
 /* Watches the workspace's folder again if it was made anew (see envwatch.h). */
 void
-envwatch_rearm(struct envwatch *w, int force)
+envwatch_rearm(struct envwatch *w)
 {
-	ew_rearm(w, force);
+	ew_rearm(w);
+}
+
+/* Sets the callback for a workspace folder lost (see envwatch.h). */
+void
+envwatch_on_gone(struct envwatch *w, envwatch_gone_cb cb)
+{
+	w->gone = cb;
 }
 
 /* Stops watching and frees everything. */
@@ -597,6 +679,7 @@ envwatch_free(struct envwatch *w)
 	ew_profs_free(w->profs, w->nprofs);
 	free(w->ws);
 	free(w->dir);
+	free(w->parent);
 	free(w);
 }
 

@@ -5,7 +5,8 @@
  * named profile, and swaps it in only if it is good.
  *
  * With inotify it watches <workspace>/.gbr_envs (and the workspace itself,
- * for that folder appearing or going), plus the folders of any extra file
+ * for that folder appearing or going, and for the workspace's own folder
+ * being deleted or moved), plus the folders of any extra file
  * added with envwatch_add_file (a profile's system_file). Without inotify,
  * or when asked to, it polls: every poll_ms it compares the mtime, ctime,
  * size and inode of every profile file and extra file with what it saw.
@@ -44,14 +45,20 @@ struct envwatch	*envwatch_create(struct event_base *, const char *workspace,
 /* Also reports changes of path (an absolute file path) as profile name. */
 int		 envwatch_add_file(struct envwatch *, const char *path,
 		    const char *name, char **cause);
-/* Stops watching; frees everything. */
 /*
- * The workspace's folder was deleted and may be made again: watches what
- * its path names now and reports the profiles that differ. force drops
- * the old watches first; without it, only watches the kernel ended are
- * made again (cheap when none did).
+ * Called, with the watcher's arg, when the workspace's path stops naming
+ * the folder it named: deleted, moved away, or another folder put there.
+ * It may be called again for the same loss.
  */
-void		 envwatch_rearm(struct envwatch *, int force);
+typedef void (*envwatch_gone_cb)(void *arg);
+void		 envwatch_on_gone(struct envwatch *, envwatch_gone_cb);
+/*
+ * Watches the folder the workspace's path names now, if the kernel ended
+ * the watch on the old one (cheap when it did not), and reports the
+ * profiles that differ.
+ */
+void		 envwatch_rearm(struct envwatch *);
+/* Stops watching; frees everything. */
 void		 envwatch_free(struct envwatch *);
 /* "inotify" or "poll". */
 const char	*envwatch_mode(const struct envwatch *);

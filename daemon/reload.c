@@ -43,6 +43,7 @@ static struct rwatch_list	 reload_watches =
 static unsigned			 reload_nwatches;
 
 static void	reload_watch_cb(const char *, void *);
+static void	reload_watch_gone(void *);
 
 /* Remembers the loop. */
 void
@@ -128,11 +129,12 @@ reload_watch(const char *ws, const struct env *env)
 			free(rw);
 			return;
 		}
+		envwatch_on_gone(rw->w, reload_watch_gone);
 		TAILQ_INSERT_TAIL(&reload_watches, rw, entry);
 		reload_nwatches++;
 		log_debug("%s: watching profiles (%s)", ws, envwatch_mode(rw->w));
 	} else
-		envwatch_rearm(rw->w, 0);	/* the folder may be new */
+		envwatch_rearm(rw->w);	/* the folder may be new */
 	if (env == NULL)
 		return;
 	/* Profiles in .gbr_envs are watched already; add the others. */
@@ -229,24 +231,10 @@ reload_session_cached(struct session *s, struct reload_cache *rc,
 {
 	struct env	*env;
 	struct sandbox	*sb;
-	struct rwatch	*rw;
 	char		*why = NULL, *why2 = NULL, *real;
 
 	*cause = NULL;
 	session_runtime(s, &env, &sb);
-	if (sb != NULL && sandbox_root_gone(sb)) {
-		/*
-		 * As after a restart: the session follows its path, and the
-		 * watches that died with the folder are made again.
-		 */
-		log_warn("session %s: its workspace %s was deleted; opening the "
-		    "path again", session_id(s), session_workspace(s));
-		session_set_runtime(s, NULL, NULL);
-		if ((rw = reload_watch_find(session_workspace(s))) != NULL)
-			envwatch_rearm(rw->w, 1);
-		env = NULL;
-		sb = NULL;
-	}
 	if (env != NULL && sb != NULL)
 		goto done;
 	/* The path was resolved when the session was made: it must still be. */
@@ -431,6 +419,42 @@ reload_watch_cb(const char *name, void *arg)
 		    &kind, &cause, &data) != 0) {
 			free(cause);
 			json_decref(data);
+		}
+	}
+	json_decref(l);
+}
+
+/*
+ * The workspace's folder was deleted or moved: its sessions let go of the
+ * sandbox that holds it and load the path again at their next call, as
+ * after a restart (the folder may be made again: a fresh clone).
+ */
+static void
+reload_watch_gone(void *arg)
+{
+	struct rwatch		*rw = arg;
+	struct session		*s;
+	struct session_error	 err;
+	struct sandbox		*sb;
+	json_t			*l, *o;
+	size_t			 i;
+
+	l = session_open_ids(rw->workspace);
+	json_array_foreach(l, i, o) {
+		if ((s = session_find(json_string_value(o))) == NULL)
+			continue;
+		session_runtime(s, NULL, &sb);
+		if (sb == NULL)
+			continue;
+		log_warn("session %s: its workspace %s was deleted or moved",
+		    session_id(s), rw->workspace);
+		session_set_runtime(s, NULL, NULL);
+		if (session_event(s, "workspace.gone", json_pack("{s:s, s:s}",
+		    "workspace", rw->workspace, "message", "the workspace "
+		    "folder was deleted or moved: tools fail until a folder is "
+		    "made again at its path"), NULL, NULL, &err) != 0) {
+			free(err.message);
+			json_decref(err.data);
 		}
 	}
 	json_decref(l);

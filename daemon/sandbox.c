@@ -369,20 +369,6 @@ sandbox_root_path(const struct sandbox *sb, int i)
 	return (i >= 0 && i < sb->nroots) ? sb->roots[i].path : NULL;
 }
 
-/*
- * True once the allowed root's folder was deleted: the sandbox still holds
- * it open, so its tools would all fail, while the path may name a new
- * folder by now.
- */
-int
-sandbox_root_gone(const struct sandbox *sb)
-{
-	struct stat	st;
-
-	return sb->nroots > 0 && fstat(sb->roots[0].fd, &st) == 0 &&
-	    st.st_nlink == 0;
-}
-
 /* A read-only root's path inside the allowed root, or NULL. */
 const char *
 sandbox_root_inside(const struct sandbox *sb, int i)

@@ -227,6 +227,8 @@ def test_workspace_deleted_and_made_again(daemon, ws, tmpdir_short):
     c, w, sid = session(daemon, ws)
     assert write_kind(c, sid, "locked.txt") == "protected_path"
     shutil.rmtree(ws)
+    gone = wait_for(w, lambda p: p["type"] == "workspace.gone")
+    assert gone[0]["workspace"] == ws
     for tool, args in (("read_file", {"path": "a.txt"}),
                        ("write_file", {"path": "b.txt", "content": "x"}),
                        ("run_command", {"argv": ["true"]})):
@@ -256,8 +258,23 @@ def test_workspace_deleted_and_made_again(daemon, ws, tmpdir_short):
     wait_for(w, lambda p: p["type"] == "env.reloaded" and
              "later" in str(p), timeout=20)
     assert write_kind(c, sid, "later.txt") == "protected_path"
+    # Moved away: the same as deleted, and moved back, it goes on.
+    os.rename(ws, ws + "-moved")
+    wait_for(w, lambda p: p["type"] == "workspace.gone" and
+             p["seq"] > gone[0]["seq"])
+    r = c.call("tool.call", {"session": sid, "tool": "run_command",
+                             "args": {"argv": ["true"]}})
+    assert "does not exist any more" in r["error"]["message"], r
+    os.rename(ws + "-moved", ws)
+    r = c.call("tool.call", {"session": sid, "tool": "run_command",
+                             "args": {"argv": ["cat", "a.txt"]}})
+    assert r["result"]["result"]["stdout"] == "new a\n", r
+    assert write_kind(c, sid, "later.txt") == "protected_path"
     # A link put in its place is not followed.
     shutil.rmtree(ws)
+    n = len([p for p in evparams(w) if p["type"] == "workspace.gone"])
+    wait_for(w, lambda p: len([q for q in evparams(w)
+                               if q["type"] == "workspace.gone"]) > n)
     other = os.path.join(tmpdir_short, "elsewhere")
     os.makedirs(other)
     with open(os.path.join(other, "a.txt"), "w") as f:

@@ -4,14 +4,16 @@
  * the baseline, one report for a burst of 50 saves (in place and by
  * rename, as editors do), one per profile changed, nothing for files that
  * are not profiles, deletions, an extra file (a system_file), the whole
- * .gbr_envs folder going and coming back, and the max delay for a file
- * that never stops changing.
+ * .gbr_envs folder going and coming back, the max delay for a file
+ * that never stops changing, and the workspace's own folder deleted (while
+ * held open), made again and moved away.
  */
 #include "gbr-config.h"
 
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
@@ -39,6 +41,16 @@ on_change(const char *name, void *arg)
 	(void)arg;
 	if (ngot < 64)
 		snprintf(got[ngot++], sizeof got[0], "%s", name);
+}
+
+static int			 ngone;		/* workspace losses reported */
+
+/* The watcher's other callback: counts the workspace's losses. */
+static void
+on_gone(void *arg)
+{
+	(void)arg;
+	ngone++;
 }
 
 /* Runs the loop for ms milliseconds. */
@@ -244,6 +256,53 @@ scenarios(int poll)
 	CHECK(ngot >= 1, "%s: constant changes are reported within the max delay (%d so far)",
 	    mode, ngot);
 	run_for(settle);
+	reports();
+
+	/*
+	 * The workspace's folder itself: deleted while held open (as a
+	 * sandbox holds it), made again, moved away, and a parent's other
+	 * entries coming and going, which say nothing.
+	 */
+	envwatch_on_gone(w, on_gone);
+	ngone = 0;
+	snprintf(path, sizeof path, "%s-sibling", ws);
+	mkdir(path, 0755);
+	rmdir(path);
+	run_for(settle);
+	CHECK(ngone == 0, "%s: a sibling of the workspace going says nothing (%d)",
+	    mode, ngone);
+	{
+		int	held = open(ws, O_RDONLY | O_DIRECTORY);
+
+		nftw(ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		run_for(poll ? settle : 50);
+		CHECK(ngone == 1, "%s: the workspace deleted, though held open, "
+		    "is reported (%d)", mode, ngone);
+		run_for(settle);
+		CHECK(ngone == 1, "%s: once (%d)", mode, ngone);
+		close(held);
+	}
+	reports();
+	mkdir(ws, 0755);
+	envwatch_rearm(w);
+	snprintf(path, sizeof path, "%s/.gbr_envs", ws);
+	mkdir(path, 0755);
+	put(".gbr_envs/default.ini", "[env]\n; anew\n");
+	run_for(settle);
+	r = reports();
+	CHECK(strstr(r, "default") != NULL, "%s: the folder made again is "
+	    "watched (%s)", mode, r);
+	put(".gbr_envs/default.ini", "[env]\n; edited\n");
+	run_for(settle);
+	r = reports();
+	CHECK(strcmp(r, "default") == 0, "%s: and its edits too (%s)", mode, r);
+	CHECK(ngone == 1, "%s: a folder made again is no loss (%d)", mode, ngone);
+	snprintf(path, sizeof path, "%s-moved", ws);
+	rename(ws, path);
+	run_for(settle);
+	CHECK(ngone == 2, "%s: the workspace moved away is reported (%d)", mode,
+	    ngone);
+	rename(path, ws);
 	reports();
 
 	envwatch_free(w);

@@ -388,6 +388,11 @@ main(void)
 	    strstr(s, "16000 bytes, its limit 16384") != NULL,
 	    "a trimmed context is said with its figures");
 	free(s);
+	s = show(&r, "{\"type\":\"workspace.gone\",\"workspace\":\"/p\","
+	    "\"message\":\"the workspace folder was deleted\"}", 0);
+	CHECK(strstr(s, "! workspace.gone: ") != NULL &&
+	    strstr(s, "was deleted") != NULL, "a workspace gone is an alarm");
+	free(s);
 	s = show(&r, "{\"type\":\"check.result\",\"ok\":false,\"attempt\":2,"
 	    "\"command\":\"make\"}", 0);
 	CHECK(strstr(s, "! check") != NULL && strstr(s, "failed (run 2)") != NULL,
