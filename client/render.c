@@ -23,6 +23,7 @@
 
 /* Longest one-line summary of tool arguments or results. */
 #define RENDER_SUMMARY	160
+#define RENDER_LINE_SUMMARY 100	/* bytes of a command's first line shown */
 /* Bytes shown of a tool name or id, of a path or command, of raw arguments. */
 #define RENDER_NAME_MAX	128
 #define RENDER_PATH_MAX	4096
@@ -285,6 +286,144 @@ render_json(struct render *r, const json_t *v)
 	}
 }
 
+/* Writes an integer field, or "?" when it is not one. */
+static void
+render_int(struct render *r, const json_t *o, const char *key)
+{
+	const json_t	*v = json_object_get(o, key);
+
+	if (json_is_integer(v))
+		fprintf(r->out, "%lld", (long long)json_integer_value(v));
+	else
+		fputc('?', r->out);
+}
+
+/* Writes "N thing" or "N things" for an integer field. */
+static void
+render_count(struct render *r, const json_t *o, const char *key,
+    const char *one, const char *many)
+{
+	render_int(r, o, key);
+	fprintf(r->out, " %s", json_integer_value(json_object_get(o, key)) == 1 ?
+	    one : many);
+}
+
+/*
+ * Writes ": " and the first line of a command's output (stdout, else
+ * stderr), cut and escaped, with how many lines follow: what a person
+ * looks at first.
+ */
+static void
+render_first_line(struct render *r, const json_t *res)
+{
+	static const char *const streams[] = { "stdout", "stderr" };
+	const json_t		*v;
+	const char		*s, *enc, *p;
+	char			 key[32];
+	size_t			 i, n, more;
+
+	for (i = 0; i < 2; i++) {
+		v = json_object_get(res, streams[i]);
+		if ((s = json_string_value(v)) == NULL ||
+		    json_string_length(v) == 0)
+			continue;
+		snprintf(key, sizeof key, "%s_encoding", streams[i]);
+		enc = json_string_value(json_object_get(res, key));
+		fprintf(r->out, ": %s", i == 1 ? "(stderr) " : "");
+		if (enc != NULL && strcmp(enc, "utf-8") != 0) {
+			snprintf(key, sizeof key, "%s_bytes", streams[i]);
+			render_count(r, res, key, "byte", "bytes");
+			fputs(" that are not text", r->out);
+			return;
+		}
+		n = strcspn(s, "\n");
+		render_escaped(r, s, n, 0, RENDER_LINE_SUMMARY);
+		for (more = 0, p = s + n; (p = strchr(p, '\n')) != NULL; p++)
+			if (p[1] != '\0')
+				more++;
+		if (more > 0)
+			fprintf(r->out, " (+%zu line%s)", more, more == 1 ? "" :
+			    "s");
+		return;
+	}
+}
+
+/*
+ * Writes a known tool's result as a person reads it ("a.py: 12 bytes,
+ * new file", "exit 2 in 4 ms: first line"); returns 0, writing nothing,
+ * for a tool or a shape it does not know.
+ */
+static int
+render_tool_summary(struct render *r, const char *tool, const json_t *res)
+{
+	const json_t	*path = json_object_get(res, "path"), *v;
+
+	if (tool == NULL || !json_is_object(res))
+		return 0;
+	if (json_is_string(path) && (strcmp(tool, "read_file") == 0 ||
+	    strcmp(tool, "write_file") == 0 || strcmp(tool, "edit_file") == 0 ||
+	    strcmp(tool, "list_directory") == 0)) {
+		render_escaped(r, json_string_value(path), json_string_length(path),
+		    0, RENDER_SUMMARY);
+		fputs(": ", r->out);
+		if (strcmp(tool, "read_file") == 0) {
+			render_count(r, res, "lines", "line", "lines");
+			fputs(" of ", r->out);
+			render_int(r, res, "total_lines");
+			fputs(" (", r->out);
+			render_count(r, res, "size", "byte", "bytes");
+			fputc(')', r->out);
+		} else if (strcmp(tool, "write_file") == 0) {
+			render_count(r, res, "bytes", "byte", "bytes");
+			fputs(json_is_true(json_object_get(res, "created")) ?
+			    ", new file" : ", replaced", r->out);
+		} else if (strcmp(tool, "edit_file") == 0) {
+			render_count(r, res, "replacements", "replacement",
+			    "replacements");
+			fputs(", now ", r->out);
+			render_count(r, res, "bytes", "byte", "bytes");
+		} else {
+			fprintf(r->out, "%zu %s", json_array_size(json_object_get(
+			    res, "entries")), json_array_size(json_object_get(res,
+			    "entries")) == 1 ? "entry" : "entries");
+		}
+	} else if (strcmp(tool, "search") == 0) {
+		fprintf(r->out, "%zu %s (", json_array_size(json_object_get(res,
+		    "matches")), json_array_size(json_object_get(res,
+		    "matches")) == 1 ? "match" : "matches");
+		render_count(r, res, "files_scanned", "file", "files");
+		fputs(" scanned)", r->out);
+	} else if (strcmp(tool, "run_command") == 0 ||
+	    strcmp(tool, "run_script") == 0 || strcmp(tool, "check") == 0) {
+		if ((v = json_object_get(res, "ok")) != NULL)
+			fputs(json_is_true(v) ? "passed, " : "failed, ", r->out);
+		if (json_is_integer(json_object_get(res, "exit_code"))) {
+			fputs("exit ", r->out);
+			render_int(r, res, "exit_code");
+		} else if (json_is_string(v = json_object_get(res, "signal"))) {
+			fputs("killed by ", r->out);
+			render_escaped(r, json_string_value(v),
+			    json_string_length(v), 0, 16);
+		} else
+			fputs("ended", r->out);
+		fputs(" in ", r->out);
+		render_int(r, res, "duration_ms");
+		fputs(" ms", r->out);
+		if ((v = json_object_get(res, "diagnostics")) != NULL &&
+		    json_array_size(v) > 0)
+			fprintf(r->out, ", %zu diagnostic%s", json_array_size(v),
+			    json_array_size(v) == 1 ? "" : "s");
+		if (json_is_true(json_object_get(res, "truncated")))
+			fputs(", output cut", r->out);
+		render_first_line(r, res);
+	} else
+		return 0;
+	if (json_is_true(json_object_get(res, "truncated")) &&
+	    strncmp(tool, "run_", 4) != 0 && strcmp(tool, "check") != 0)
+		fputs(", cut", r->out);
+	return 1;
+}
+
 /* Ends an open streamed line. */
 void
 render_close_line(struct render *r)
@@ -372,9 +511,11 @@ render_message(struct render *r, const json_t *m)
 			render_json(r, json_object_get(err, "kind"));
 			fputs(": ", r->out);
 			render_json(r, json_object_get(err, "message"));
-		} else if ((v = json_object_get(m, "result")) != NULL)
-			render_json(r, v);
-		else if (content != NULL)
+		} else if ((v = json_object_get(m, "result")) != NULL) {
+			if (!render_tool_summary(r, json_string_value(
+			    json_object_get(m, "tool")), v))
+				render_json(r, v);
+		} else if (content != NULL)
 			render_text(r, content, NULL, RENDER_SUMMARY);
 		fprintf(r->out, "%s\n", render_color(r, "reset"));
 	} else if (strcmp(role, "tool_call") == 0 || strcmp(role, "tool_result") == 0) {
