@@ -2306,9 +2306,13 @@ dl_open_snapshot(struct logscan_dir *d, int repair, char **cause)
 			else if (dl.log_id != 0 && h.log_id != dl.log_id)
 				why = xstrdup("belongs to another log");
 			else if ((root = jsonfast_loadb(body, len, DL_JSON,
-			    &jerr)) == NULL || !json_is_object(mods =
-			    json_object_get(root, "modules")))
-				why = xstrdup("body is not a snapshot object");
+			    &jerr)) == NULL)
+				why = xasprintf("body is not JSON: %s at byte %d",
+				    jerr.text, jerr.position);
+			else if (!json_is_object(mods = json_object_get(root,
+			    "modules")))
+				why = xstrdup("body is not a snapshot object "
+				    "(no \"modules\" object)");
 			free(body);
 		}
 		if (why != NULL) {
