@@ -416,7 +416,7 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 	struct ctl_aopts	 o;
 	json_t			*res, *a, *content;
 	const char		*editor, *tmpdir, *tool;
-	char			*path = NULL, *edited = NULL, *shown;
+	char			*path = NULL, *edited = NULL, *shown, *why;
 	size_t			 elen;
 	int			 r, fd, st;
 
@@ -485,8 +485,22 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 		    strerror(errno));
 		goto fail;
 	}
-	unlink(path);
+	if ((why = render_text_problem(edited, elen)) != NULL) {
+		fprintf(stderr, "gbrctl: the edited file holds %s, and gbr "
+		    "writes text files only: nothing was decided; your text is "
+		    "kept in %s\n", why, path);
+		free(why);
+		free(edited);
+		free(path);
+		free(shown);
+		json_decref(res);
+		return CTL_EXIT_ERROR;
+	}
 	r = ctl_resolve(ctl, o.pos[0], "edit", &o, edited, elen);
+	if (r == CTL_EXIT_OK)
+		unlink(path);
+	else
+		fprintf(stderr, "gbrctl: your text is kept in %s\n", path);
 	free(edited);
 	free(path);
 	free(shown);

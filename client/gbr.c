@@ -1584,9 +1584,11 @@ gbr_edit(const char *key)
 		keep = 0;
 		goto out;
 	}
-	if ((content = json_stringn(edited, elen)) == NULL) {
-		gbr_say("! the edited text is not valid UTF-8: nothing was sent; it "
-		    "is kept in %s\n", path);
+	if ((why = render_text_problem(edited, elen)) != NULL ||
+	    (content = json_stringn(edited, elen)) == NULL) {
+		gbr_say("! the edited text holds %s, and gbr writes text files "
+		    "only: nothing was sent; it is kept in %s\n", why != NULL ?
+		    why : "what is not text", path);
 		goto out;
 	}
 	if (gbr_resolve(id, "edit", content, NULL, NULL) == 0)

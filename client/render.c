@@ -210,6 +210,24 @@ render_escaped(struct render *r, const char *s, size_t len, int flags,
 		fprintf(r->out, "...(%zu more bytes)", len - i);
 }
 
+/* Says why s is not text gbrd takes (see render.h), or NULL. */
+char *
+render_text_problem(const char *s, size_t len)
+{
+	const unsigned char	*u = (const unsigned char *)s;
+	size_t			 i = 0, n;
+	uint32_t		 cp;
+
+	while (i < len) {
+		if (u[i] == '\0')
+			return xasprintf("a NUL byte at byte %zu", i);
+		if ((n = render_utf8(u + i, len - i, &cp)) == 0)
+			return xasprintf("not UTF-8 at byte %zu", i);
+		i += n;
+	}
+	return NULL;
+}
+
 /* Returns untrusted text made safe to show on one line, without colours. */
 char *
 render_escape(const char *s, size_t len, int flags, size_t max)

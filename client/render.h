@@ -49,6 +49,12 @@ void	render_escaped(struct render *, const char *s, size_t len, int flags,
 /* The same, without colours, as a new string the caller frees. */
 char	*render_escape(const char *s, size_t len, int flags, size_t max);
 /*
+ * NULL if s is text gbrd takes in a request (UTF-8 without NUL bytes);
+ * else why not, with the byte offset (a new string): "a NUL byte at byte
+ * 2", "not UTF-8 at byte 3".
+ */
+char	*render_text_problem(const char *s, size_t len);
+/*
  * Writes a unified diff, one escaped line after another, each after indent:
  * '+' lines green, '-' red, "@@" cyan, file headers bold (with colours).
  * At most max_lines lines (0: all) of at most line_max bytes (0: whole).

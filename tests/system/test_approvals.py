@@ -781,6 +781,25 @@ def test_gbrctl_edit_with_editor(daemon, ws, tmpdir_short):
                        timeout=60)
     assert r.returncode == 1
     assert approvals(daemon)[0]["state"] == "pending"
+    # What gbrd cannot take as text (a NUL byte, a Latin-1 byte) is said
+    # with where it is, the approval still waits, and the edit is kept.
+    for bad, why in ((b"ab\0cd", "a NUL byte at byte 2"),
+                     (b"caf\xe9\n", "not UTF-8 at byte 3")):
+        with open(editor, "w") as f:
+            f.write("#!/bin/sh\nprintf '%s' > \"$1\"\n" %
+                    "".join("\\%03o" % b for b in bad))
+        env["EDITOR"] = editor
+        r = subprocess.run([GBRCTL, "edit", a["id"]], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert why in r.stderr and "nothing was decided" in r.stderr, r.stderr
+        kept = r.stderr.split("kept in ")[1].split()[0]
+        with open(kept, "rb") as f:
+            assert f.read() == bad
+        os.unlink(kept)
+        assert approvals(daemon)[0]["state"] == "pending"
+        assert "result" in daemon.conn().call("daemon.ping")
     resolve(daemon, a["id"], "deny")
     answer(c, rid)
 

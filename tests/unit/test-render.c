@@ -418,6 +418,22 @@ main(void)
 	    "\"tool\":\"write_file\",\"ok\":true,\"result\":{\"bytes\":3}}}", 0);
 	CHECK(same(s, "  = write_file {\"bytes\":3}\n"), "tool.result events: the result");
 	free(s);
+	/* What gbrd takes as text in a request, and where it stops. */
+	CHECK(render_text_problem("caf\xc3\xa9\n", 6) == NULL &&
+	    render_text_problem("", 0) == NULL, "UTF-8 text is text");
+	s = render_text_problem("ab\0cd", 5);
+	CHECK(s != NULL && strcmp(s, "a NUL byte at byte 2") == 0, "a NUL byte, where");
+	free(s);
+	s = render_text_problem("caf\xe9", 4);
+	CHECK(s != NULL && strcmp(s, "not UTF-8 at byte 3") == 0, "Latin-1, where");
+	free(s);
+	s = render_text_problem("\xed\xa0\x80", 3);
+	CHECK(s != NULL && strcmp(s, "not UTF-8 at byte 0") == 0, "a surrogate");
+	free(s);
+	s = render_text_problem("ok\xc3", 3);
+	CHECK(s != NULL && strcmp(s, "not UTF-8 at byte 2") == 0, "a cut character");
+	free(s);
+
 	/* Known tools read as sentences; what they print is escaped. */
 	s = show(&r, "{\"role\":\"tool\",\"tool\":\"write_file\",\"ok\":true,"
 	    "\"result\":{\"path\":\"src/a.c\",\"bytes\":1,\"created\":true}}", 1);
