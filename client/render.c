@@ -892,6 +892,19 @@ render_event(struct render *r, const json_t *p)
 		render_message(r, json_object_get(p, "message"));
 		return 1;
 	}
+	if (strcmp(type, "llm.retry") == 0 && json_is_integer(json_object_get(p,
+	    "max_request_bytes"))) {
+		/* A context overflow: asked again at once, with less. */
+		r->streamed = 0;
+		render_close_line(r);
+		fprintf(r->out, "%s* the model's context is smaller than the "
+		    "request: cut to %lld bytes and asked again (", render_color(r,
+		    "dim"), (long long)json_integer_value(json_object_get(p,
+		    "max_request_bytes")));
+		render_json(r, json_object_get(p, "message"));
+		fprintf(r->out, ")%s\n", render_color(r, "reset"));
+		return 1;
+	}
 	if (strcmp(type, "llm.retry") == 0) {
 		/* The text shown for this step is dropped; it comes again. */
 		r->streamed = 0;

@@ -68,6 +68,9 @@
 #define AGENT_FEEDBACK_MAX	(16 * 1024) /* check output given to the model */
 #define AGENT_EVENT_OUTPUT	4096	/* check output in a check.result event */
 #define AGENT_DIAG_EVENT	20	/* diagnostics in a check.result event */
+#define AGENT_BUDGET_MIN	(16 * 1024) /* a learned context budget, at least */
+#define AGENT_SHRINKS_MAX	6	/* cut requests after overflows, per turn */
+#define AGENT_BUDGETS_MAX	256	/* sessions whose learned budget is kept */
 
 struct agent_turn {
 	TAILQ_ENTRY(agent_turn)	 entry;
@@ -89,7 +92,9 @@ struct agent_turn {
 	int			 writing;	/* a record of ours is being written */
 	struct event		*ev;		/* steps, and retry backoff */
 	unsigned		 attempt;	/* retries of the current request */
-	unsigned		 trimmed;	/* messages shortened, as last told */
+	unsigned		 trimmed;	/* messages shortened or left out, as told */
+	size_t			 sent;		/* bytes of the last request sent */
+	unsigned		 shrinks;	/* requests cut after a context overflow */
 };
 TAILQ_HEAD(agent_list, agent_turn);
 
@@ -111,6 +116,13 @@ struct agent_view {
 static struct agent_list	agent_turns = TAILQ_HEAD_INITIALIZER(agent_turns);
 static uint64_t			agent_next_id = 1;
 static unsigned			agent_n;
+/*
+ * Session id -> the request size its model's context takes, as learned
+ * from the provider's refusals: later requests are cut to it at once
+ * instead of being refused again. In memory only: after a restart the
+ * first overflow teaches it again.
+ */
+static json_t			*agent_budgets;
 
 static void	agent_step(struct agent_turn *);
 static void	agent_kill(struct agent_turn *);
@@ -551,19 +563,66 @@ agent_cut_message(json_t *m, int pass, unsigned *n)
 }
 
 /*
- * Builds the request, shortening the conversation, oldest first, until it
- * fits: tool outputs first, then the text of earlier messages and the
- * arguments of tool calls. The newest user message is never shortened: a
- * question the model cannot read whole is not sent. Returns 0 (*shortened
- * says how many messages were), or -1 with *cause.
+ * Leaves out the oldest exchanges whole (a user's message and all that
+ * followed it up to the next one), never the newest user message, until
+ * the request fits; a marker at the head says how many were left out.
+ * Returns how many messages were left out.
+ */
+static size_t
+agent_drop(struct agent_turn *t, const char *system, json_t *conv,
+    json_t *tools, struct llm_request *rq, size_t max, size_t *last,
+    char **cause)
+{
+	const char	*role, *text;
+	json_t		*m, *o;
+	size_t		 next, dropped = 0, i;
+	char		*marked;
+
+	while (rq->body_len > max) {
+		/* The next user message after the head, short of the newest. */
+		for (next = 1; next < *last; next++) {
+			m = json_array_get(conv, next);
+			role = json_string_value(json_object_get(m, "role"));
+			if (role != NULL && strcmp(role, "user") == 0)
+				break;
+		}
+		if (next >= *last)
+			break;
+		for (i = 0; i < next; i++)
+			json_array_remove(conv, 0);
+		dropped += next;
+		*last -= next;
+		m = json_array_get(conv, 0);
+		text = json_string_value(json_object_get(m, "content"));
+		marked = xasprintf("[gbr: the %zu oldest messages of this "
+		    "conversation were left out to fit the context budget]\n\n%s",
+		    dropped, text != NULL ? text : "");
+		if ((o = json_string(marked)) == NULL)
+			o = json_string("[gbr: earlier messages were left out]");
+		json_object_set_new(m, "content", o);
+		free(marked);
+		llm_request_free(rq);
+		if (llm_request_build(&t->target, system, conv, tools, rq,
+		    cause) != 0)
+			return (size_t)-1;
+	}
+	return dropped;
+}
+
+/*
+ * Builds the request within max bytes, cutting the conversation, oldest
+ * first, until it fits: tool outputs first, then the text of earlier
+ * messages and the arguments of tool calls, then whole earlier exchanges.
+ * The newest user message is never cut: a question the model cannot read
+ * whole is not sent. Returns 0 (*shortened says how many messages were
+ * shortened or left out), or -1 with *cause.
  */
 static int
 agent_build(struct agent_turn *t, const char *system, json_t *conv,
-    json_t *tools, struct llm_request *rq, unsigned *shortened,
+    json_t *tools, size_t max, struct llm_request *rq, unsigned *shortened,
     size_t *before, char **cause)
 {
-	size_t		 max = t->target.max_request_bytes, n, i, last, excess;
-	size_t		 saved;
+	size_t		 n, i, last, excess, saved, dropped;
 	const char	*role;
 	json_t		*m;
 	int		 pass;
@@ -595,15 +654,94 @@ agent_build(struct agent_turn *t, const char *system, json_t *conv,
 				return -1;
 		}
 	}
+	if (rq->body_len > max && last < n) {
+		if ((dropped = agent_drop(t, system, conv, tools, rq, max, &last,
+		    cause)) == (size_t)-1)
+			return -1;
+		*shortened += (unsigned)dropped;
+	}
 	if (rq->body_len > max) {
 		*cause = xasprintf("the conversation needs %zu bytes even with "
-		    "every earlier message and tool output shortened, over the "
-		    "limit of %zu (max_request_bytes): shorten the message or "
-		    "raise the limit", rq->body_len, max);
+		    "every earlier message shortened or left out, over the limit "
+		    "of %zu (max_request_bytes, or what the model took): shorten "
+		    "the message or raise the limit", rq->body_len, max);
 		llm_request_free(rq);
 		return -1;
 	}
 	return 0;
+}
+
+/* The request size a session's model took (0: none learned). */
+static size_t
+agent_budget(const char *sid)
+{
+	json_t	*v;
+
+	if (agent_budgets == NULL ||
+	    (v = json_object_get(agent_budgets, sid)) == NULL)
+		return 0;
+	return (size_t)json_integer_value(v);
+}
+
+/* Remembers a smaller budget for a session; forgets closed sessions'. */
+static void
+agent_budget_set(const char *sid, size_t bytes)
+{
+	const char	*k;
+	json_t		*v;
+	void		*tmp;
+
+	if (agent_budgets == NULL)
+		agent_budgets = json_object();
+	if (json_object_size(agent_budgets) >= AGENT_BUDGETS_MAX)
+		json_object_foreach_safe(agent_budgets, tmp, k, v)
+			if (session_find(k) == NULL)
+				json_object_del(agent_budgets, k);
+	if (json_object_size(agent_budgets) < AGENT_BUDGETS_MAX ||
+	    json_object_get(agent_budgets, sid) != NULL)
+		json_object_set_new(agent_budgets, sid,
+		    json_integer((json_int_t)bytes));
+}
+
+/*
+ * The budget to learn from a refusal saying the request exceeds the
+ * model's context: the providers give the limit and the count in tokens
+ * ("maximum context length is 128000 tokens ... resulted in 150000",
+ * "prompt is too long: 250000 tokens > 200000 maximum", "input token count
+ * (1200000) exceeds the maximum number of tokens allowed (1048576)"), so
+ * the request is cut by their ratio, with a margin: the two largest
+ * numbers in the message, smaller over larger. Without them, by a quarter.
+ */
+static size_t
+agent_budget_learn(size_t sent, const char *message)
+{
+	unsigned long long	 hi = 0, lo = 0, v;
+	const char		*p = message;
+	double			 ratio = 0.75;
+	size_t			 budget;
+
+	while (p != NULL && *p != '\0') {
+		if (*p < '0' || *p > '9') {
+			p++;
+			continue;
+		}
+		/* Digits, grouped or not ("128000", "128,000"). */
+		for (v = 0; (*p >= '0' && *p <= '9') || (*p == ',' &&
+		    p[1] >= '0' && p[1] <= '9'); p++)
+			if (*p != ',' && v < 1000000000000000ULL)
+				v = v * 10 + (unsigned long long)(*p - '0');
+		if (v > hi) {
+			lo = hi;
+			hi = v;
+		} else if (v > lo)
+			lo = v;
+	}
+	if (hi > 0 && lo >= 1000 && lo < hi)
+		ratio = (double)lo / (double)hi * 0.9;
+	if (ratio < 0.05)
+		ratio = 0.05;
+	budget = (size_t)((double)sent * ratio);
+	return budget < AGENT_BUDGET_MIN ? AGENT_BUDGET_MIN : budget;
 }
 
 static void	agent_llm_text(void *, const char *, size_t);
@@ -649,7 +787,7 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 	const char		*url;
 	char			*cause;
 	unsigned		 shortened;
-	size_t			 before;
+	size_t			 before, max, learned;
 	int			 r;
 
 	if (reload_session(s, &env, &sb, &cause) != 0) {
@@ -684,11 +822,14 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 	}
 	if (t->target.note != NULL && t->attempt == 0 && v->steps == 0)
 		log_warn("session %s: %s", t->sid, t->target.note);
+	max = t->target.max_request_bytes;
+	if ((learned = agent_budget(t->sid)) > 0 && learned < max)
+		max = learned;
 	conv = agent_conversation(msgs);
 	tools = tool_list_json();
 	r = agent_build(t, env_system_prompt(env) != NULL ?
-	    env_system_prompt(env) : "", conv, tools, &rq, &shortened, &before,
-	    &cause);
+	    env_system_prompt(env) : "", conv, tools, max, &rq, &shortened,
+	    &before, &cause);
 	json_decref(conv);
 	json_decref(tools);
 	if (r != 0) {
@@ -702,7 +843,7 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 		    "s:I, s:I}", "turn", (json_int_t)t->turn, "shortened",
 		    (int)shortened, "bytes_before", (json_int_t)before,
 		    "bytes_after", (json_int_t)rq.body_len, "max_request_bytes",
-		    (json_int_t)t->target.max_request_bytes), NULL, NULL,
+		    (json_int_t)max), NULL, NULL,
 		    &err) != 0) {
 			free(err.message);
 			json_decref(err.data);
@@ -712,6 +853,7 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 	log_debug("session %s: turn %llu step %u: %s %s, %zu bytes", t->sid,
 	    (unsigned long long)t->turn, t->step, t->target.provider->name,
 	    t->target.model, rq.body_len);
+	t->sent = rq.body_len;
 	t->call = llm_call_start(&t->target, &rq, &agent_llm_cbs, t, &cause);
 	llm_request_free(&rq);
 	if (t->call == NULL) {
@@ -796,12 +938,34 @@ agent_llm_done(void *arg, const struct llm_outcome *o)
 	json_t			*m, *calls, *c, *seen;
 	const char		*id;
 	char			*cid;
-	size_t			 k;
+	size_t			 k, budget;
 	long			 delay;
 
 	t->call = NULL;
 	if ((s = session_find(t->sid)) == NULL) {
 		agent_kill(t);
+		return;
+	}
+	if (!o->ok && o->kind != NULL && strcmp(o->kind, "context_overflow") == 0 &&
+	    t->shrinks < AGENT_SHRINKS_MAX && t->sent > AGENT_BUDGET_MIN) {
+		/* Cut the request to what the model can take, and ask again. */
+		budget = agent_budget_learn(t->sent, o->message);
+		if (budget >= t->sent)
+			budget = t->sent - t->sent / 4;
+		agent_budget_set(t->sid, budget);
+		t->shrinks++;
+		log_info("session %s: %s; the request (%zu bytes) is cut to %zu "
+		    "bytes and sent again", t->sid, o->message, t->sent, budget);
+		if (session_event(s, "llm.retry", json_pack("{s:I, s:i, s:i, s:I, "
+		    "s:s, s:i, s:s, s:I}", "turn", (json_int_t)t->turn, "step",
+		    (int)t->step, "attempt", (int)t->shrinks, "delay_ms",
+		    (json_int_t)0, "kind", o->kind, "status", o->status,
+		    "message", o->message, "max_request_bytes",
+		    (json_int_t)budget), NULL, NULL, &err) != 0) {
+			free(err.message);
+			json_decref(err.data);
+		}
+		agent_kick(t);
 		return;
 	}
 	if (!o->ok && o->retryable && t->attempt < t->target.max_retries) {
@@ -1306,6 +1470,8 @@ agent_shutdown(void)
 		t->tc_busy = t->check_busy = 0;
 		agent_kill(t);
 	}
+	json_decref(agent_budgets);
+	agent_budgets = NULL;
 }
 
 /* Counters for daemon.status. */

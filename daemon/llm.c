@@ -372,6 +372,34 @@ llm_error_message(const char *body, size_t len)
 	return out;
 }
 
+/*
+ * True when a refusal says the request is longer than the model's context
+ * window. Providers say so in words more than in codes: OpenAI's
+ * context_length_exceeded ("maximum context length is"), Anthropic's
+ * "prompt is too long", Gemini's "input token count ... exceeds the
+ * maximum number of tokens", llama.cpp's "exceeds the available context
+ * size", Ollama's and others' "context window". A 413 is the same remedy.
+ */
+static int
+llm_context_overflow(int status, const char *body)
+{
+	static const char *const words[] = {
+		"context_length_exceeded", "context length", "context window",
+		"context size", "prompt is too long", "input token count",
+		"maximum number of tokens", "too many tokens", "reduce the length",
+	};
+	size_t	i;
+
+	if (status == 413)
+		return 1;
+	if (status != 400 || body == NULL)
+		return 0;
+	for (i = 0; i < sizeof words / sizeof words[0]; i++)
+		if (strcasestr(body, words[i]) != NULL)
+			return 1;
+	return 0;
+}
+
 /* Frees a target's strings. */
 void
 llm_target_free(struct llm_target *t)
@@ -816,8 +844,8 @@ llm_call_done(void *arg, const struct http_result *res)
 			o.kind = "auth";
 		else if (o.retryable)
 			o.kind = "llm_unavailable";
-		else if (res->status == 413)
-			o.kind = "too_large";
+		else if (llm_context_overflow(res->status, c->errbody))
+			o.kind = "context_overflow";
 		msg = xasprintf("%s answered HTTP %d%s%s%s", c->p->name,
 		    res->status, emsg != NULL ? ": " : "",
 		    emsg != NULL ? emsg : "", res->status == 401 ||

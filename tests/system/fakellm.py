@@ -334,6 +334,8 @@ class FakeLLM:
         self.default = {"text": "ok"}
         self.requests = []
         self.ollama_models = None       # a list of names to answer /api/tags
+        self.context_limit = None       # bytes: a longer request is refused
+        self.overflows = 0              # requests refused for it
         self.expect_key = None          # (header name, value) every call must carry
         self.open_streams = 0
         self.aborted = 0                # hanging streams the client closed
@@ -418,6 +420,28 @@ class FakeLLM:
                     if req.headers.get(name.lower()) != value:
                         self._json(401, {"error": {"message": "invalid api key"}})
                         return
+                if fake.context_limit is not None and len(body) > fake.context_limit:
+                    # As each provider says it (tokens: about 4 bytes each).
+                    have, most = len(body) // 4, fake.context_limit // 4
+                    with fake.lock:
+                        fake.overflows += 1
+                    self._json(400, {
+                        "openai": {"error": {
+                            "message": "This model's maximum context length is "
+                            "%d tokens. However, your messages resulted in %d "
+                            "tokens. Please reduce the length of the messages."
+                            % (most, have), "type": "invalid_request_error",
+                            "code": "context_length_exceeded"}},
+                        "anthropic": {"type": "error", "error": {
+                            "type": "invalid_request_error",
+                            "message": "prompt is too long: %d tokens > %d maximum"
+                            % (have, most)}},
+                        "gemini": {"error": {"code": 400, "message":
+                            "The input token count (%d) exceeds the maximum "
+                            "number of tokens allowed (%d)." % (have, most),
+                            "status": "INVALID_ARGUMENT"}},
+                    }[req.provider])
+                    return
                 ans = fake._take(body)
                 if ans.get("hold") is not None:
                     ans["hold"].wait(60)

@@ -503,6 +503,89 @@ def test_a_message_too_large_does_not_wedge_the_session(make_daemon, fake, ws):
     assert "message was shortened from 20000 to 512" in req.user_texts()[0]
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_context_overflow_cuts_the_request_and_asks_again(make_daemon, fake,
+                                                          ws, provider):
+    """The model's context is smaller than max_request_bytes (4 MB by
+    default): its refusal teaches the session the size it takes, the
+    request is cut to it and sent again, and later requests are cut at
+    once."""
+    with open(os.path.join(ws, "big.txt"), "w") as f:
+        f.write(("0123456789abcdef" * 64 + "\n") * 30)     # about 30 KiB
+    fake.context_limit = 24000
+    fake.push({"tool_calls": [{"name": "read_file", "args": {"path": "big.txt"}}]},
+              {"text": "read it"}, {"text": "again"})
+    d = start(make_daemon, fake, provider)
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "read the big file")
+    assert end["outcome"] == "completed", end
+    assert fake.overflows == 1
+    retry = [p for p in turn_events(c, t) if p["type"] == "llm.retry"]
+    assert len(retry) == 1 and retry[0]["kind"] == "context_overflow", retry
+    assert 16 * 1024 <= retry[0]["max_request_bytes"] <= 24000, retry
+    reqs = fake.llm_requests()
+    assert len(reqs) == 3 and len(reqs[1].raw) > 24000 >= len(reqs[2].raw)
+    assert "shortened from" in str(reqs[2].tool_results()[0][2])
+    text = "".join(p["text"] for p in turn_events(c, t) if p["type"] == "message.delta")
+    assert text.endswith("read it")
+    # The next turn is cut before it is sent: no second refusal.
+    t2, end2 = run_turn(c, sid, "and again")
+    assert end2["outcome"] == "completed", end2
+    assert fake.overflows == 1 and len(fake.llm_requests()) == 4
+
+
+def test_a_413_cuts_the_request_by_a_quarter(make_daemon, fake, ws):
+    """A proxy's 413 gives no token counts: the request is cut by a quarter."""
+    with open(os.path.join(ws, "big.txt"), "w") as f:
+        f.write(("0123456789abcdef" * 64 + "\n") * 30)
+    fake.push({"tool_calls": [{"name": "read_file", "args": {"path": "big.txt"}}]},
+              {"status": 413, "body": {"error": {"message": "Request Entity Too Large"}}},
+              {"text": "fine"})
+    d = start(make_daemon, fake, "openai")
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "read the big file")
+    assert end["outcome"] == "completed", end
+    reqs = fake.llm_requests()
+    assert len(reqs) == 3 and len(reqs[2].raw) <= len(reqs[1].raw) * 3 // 4
+    retry = [p for p in turn_events(c, t) if p["type"] == "llm.retry"][0]
+    assert retry["kind"] == "context_overflow" and retry["status"] == 413
+    assert retry["max_request_bytes"] == len(reqs[1].raw) * 3 // 4
+
+
+def test_context_overflow_gives_up_when_nothing_more_can_go(make_daemon, fake, ws):
+    fake.context_limit = 1000       # smaller than any request can be
+    d = start(make_daemon, fake, "openai")
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "hello")
+    assert end["outcome"] == "error", end
+    err = [p for p in turn_events(c, t) if p["type"] == "error"][0]
+    assert err["kind"] == "context_overflow" and "maximum context length" in err["message"]
+    assert fake.overflows == 1      # a request at the 16 KiB floor is not cut again
+
+
+def test_context_budget_leaves_out_the_oldest_exchanges(make_daemon, fake, ws):
+    """Messages too short to shorten still add up: the oldest exchanges
+    go whole, with a marker, and the newest question stays."""
+    profile(ws, "[env]\nautonomy = full\n[llm]\nmax_request_bytes = 16K\n")
+    d = start(make_daemon, fake, "anthropic")
+    c, sid = session(d, ws)
+    for i in range(40):
+        fake.push({"text": "answer %d " % i + "b" * 500})
+        t, end = run_turn(c, sid, "question %d " % i + "q" * 500)
+        assert end["outcome"] == "completed", (i, end)
+    last = fake.llm_requests()[-1]
+    assert len(last.raw) <= 16 * 1024
+    users = last.user_texts()
+    assert users[0].startswith("[gbr: the ") and "oldest messages" in users[0]
+    assert users[-1] == "question 39 " + "q" * 500
+    assert "question 0 " not in last.raw.decode()
+    ev = [p for p in turn_events(c, t) if p["type"] == "context.trimmed"]
+    assert ev and ev[0]["bytes_after"] <= 16 * 1024
+    # The history keeps everything.
+    h = c.call("session.history", {"session": sid})["result"]["messages"]
+    assert sum(1 for m in h if m["role"] == "user") == 40
+
+
 def test_step_limit(make_daemon, fake, ws):
     profile(ws, "[env]\nautonomy = full\n[llm]\nmax_steps = 2\n")
     fake.default = {"tool_calls": [{"name": "list_directory", "args": {"path": "."}}]}

@@ -393,6 +393,12 @@ main(void)
 	CHECK(strstr(s, "! workspace.gone: ") != NULL &&
 	    strstr(s, "was deleted") != NULL, "a workspace gone is an alarm");
 	free(s);
+	s = show(&r, "{\"type\":\"llm.retry\",\"delay_ms\":0,\"kind\":"
+	    "\"context_overflow\",\"max_request_bytes\":90000,\"message\":"
+	    "\"prompt is too long\"}", 0);
+	CHECK(strstr(s, "cut to 90000 bytes and asked again") != NULL &&
+	    strstr(s, "prompt is too long") != NULL, "a context overflow is said");
+	free(s);
 	s = show(&r, "{\"type\":\"check.result\",\"ok\":false,\"attempt\":2,"
 	    "\"command\":\"make\"}", 0);
 	CHECK(strstr(s, "! check") != NULL && strstr(s, "failed (run 2)") != NULL,
