@@ -117,10 +117,10 @@ static struct agent_list	agent_turns = TAILQ_HEAD_INITIALIZER(agent_turns);
 static uint64_t			agent_next_id = 1;
 static unsigned			agent_n;
 /*
- * Session id -> the request size its model's context takes, as learned
- * from the provider's refusals: later requests are cut to it at once
- * instead of being refused again. In memory only: after a restart the
- * first overflow teaches it again.
+ * "session provider model" -> the request size the model's context takes,
+ * as learned from the provider's refusals: later requests are cut to it
+ * at once instead of being refused again. In memory only: after a restart
+ * the first overflow teaches it again.
  */
 static json_t			*agent_budgets;
 
@@ -671,36 +671,55 @@ agent_build(struct agent_turn *t, const char *system, json_t *conv,
 	return 0;
 }
 
-/* The request size a session's model took (0: none learned). */
-static size_t
-agent_budget(const char *sid)
+/*
+ * The key of a learned budget: the session and its model, as a session
+ * may switch to a model with a larger context (a profile reload).
+ */
+static char *
+agent_budget_key(const struct agent_turn *t)
 {
-	json_t	*v;
-
-	if (agent_budgets == NULL ||
-	    (v = json_object_get(agent_budgets, sid)) == NULL)
-		return 0;
-	return (size_t)json_integer_value(v);
+	return xasprintf("%s %s %s", t->sid, t->target.provider->name,
+	    t->target.model);
 }
 
-/* Remembers a smaller budget for a session; forgets closed sessions'. */
+/* The request size the turn's model takes (0: none learned). */
+static size_t
+agent_budget(const struct agent_turn *t)
+{
+	json_t	*v;
+	char	*key;
+
+	if (agent_budgets == NULL)
+		return 0;
+	key = agent_budget_key(t);
+	v = json_object_get(agent_budgets, key);
+	free(key);
+	return v != NULL ? (size_t)json_integer_value(v) : 0;
+}
+
+/* Remembers a smaller budget for the turn's model; forgets closed sessions'. */
 static void
-agent_budget_set(const char *sid, size_t bytes)
+agent_budget_set(const struct agent_turn *t, size_t bytes)
 {
 	const char	*k;
 	json_t		*v;
 	void		*tmp;
+	char		*key, sid[AGENT_SID_MAX + 1];
 
 	if (agent_budgets == NULL)
 		agent_budgets = json_object();
 	if (json_object_size(agent_budgets) >= AGENT_BUDGETS_MAX)
-		json_object_foreach_safe(agent_budgets, tmp, k, v)
-			if (session_find(k) == NULL)
+		json_object_foreach_safe(agent_budgets, tmp, k, v) {
+			snprintf(sid, sizeof sid, "%.*s", (int)strcspn(k, " "), k);
+			if (session_find(sid) == NULL)
 				json_object_del(agent_budgets, k);
+		}
+	key = agent_budget_key(t);
 	if (json_object_size(agent_budgets) < AGENT_BUDGETS_MAX ||
-	    json_object_get(agent_budgets, sid) != NULL)
-		json_object_set_new(agent_budgets, sid,
+	    json_object_get(agent_budgets, key) != NULL)
+		json_object_set_new(agent_budgets, key,
 		    json_integer((json_int_t)bytes));
+	free(key);
 }
 
 /*
@@ -823,7 +842,7 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 	if (t->target.note != NULL && t->attempt == 0 && v->steps == 0)
 		log_warn("session %s: %s", t->sid, t->target.note);
 	max = t->target.max_request_bytes;
-	if ((learned = agent_budget(t->sid)) > 0 && learned < max)
+	if ((learned = agent_budget(t)) > 0 && learned < max)
 		max = learned;
 	conv = agent_conversation(msgs);
 	tools = tool_list_json();
@@ -952,7 +971,7 @@ agent_llm_done(void *arg, const struct llm_outcome *o)
 		budget = agent_budget_learn(t->sent, o->message);
 		if (budget >= t->sent)
 			budget = t->sent - t->sent / 4;
-		agent_budget_set(t->sid, budget);
+		agent_budget_set(t, budget);
 		t->shrinks++;
 		log_info("session %s: %s; the request (%zu bytes) is cut to %zu "
 		    "bytes and sent again", t->sid, o->message, t->sent, budget);
