@@ -7,6 +7,7 @@
 #include "gbr-config.h"
 
 #include <sys/queue.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +39,12 @@ struct rwait {
 };
 
 static struct event_base	*reload_base;
+/*
+ * Session id -> the owner (uid) of its workspace's folder when that folder
+ * went: a folder made again at the path is taken only from the same owner
+ * (in a shared /tmp, anyone may make one there first).
+ */
+static json_t			*reload_owners;
 static struct rwatch_list	 reload_watches =
     TAILQ_HEAD_INITIALIZER(reload_watches);
 static unsigned			 reload_nwatches;
@@ -232,6 +239,8 @@ reload_session_cached(struct session *s, struct reload_cache *rc,
 	struct env	*env;
 	struct sandbox	*sb;
 	char		*why = NULL, *why2 = NULL, *real;
+	struct stat	 st;
+	json_t		*owner;
 
 	*cause = NULL;
 	session_runtime(s, &env, &sb);
@@ -245,6 +254,19 @@ reload_session_cached(struct session *s, struct reload_cache *rc,
 		    "on, or start a session where it is now",
 		    session_workspace(s));
 		return -1;
+	}
+	if (real != NULL && reload_owners != NULL && (owner = json_object_get(
+	    reload_owners, session_id(s))) != NULL) {
+		if (stat(real, &st) == 0 && (long)st.st_uid !=
+		    (long)json_integer_value(owner)) {
+			*cause = xasprintf("the folder now at %s belongs to uid "
+			    "%ld, not to uid %ld, the owner of the workspace that "
+			    "was there: start a session on it if it is meant",
+			    real, (long)st.st_uid, (long)json_integer_value(owner));
+			free(real);
+			return -1;
+		}
+		json_object_del(reload_owners, session_id(s));
 	}
 	if (real != NULL && strcmp(real, session_workspace(s)) != 0) {
 		*cause = xasprintf("the session's workspace %s now leads to %s (a "
@@ -448,6 +470,11 @@ reload_watch_gone(void *arg)
 			continue;
 		log_warn("session %s: its workspace %s was deleted or moved",
 		    session_id(s), rw->workspace);
+		if (reload_owners == NULL)
+			reload_owners = json_object();
+		if (sandbox_root_owner(sb) != -1)
+			json_object_set_new(reload_owners, session_id(s),
+			    json_integer(sandbox_root_owner(sb)));
 		session_set_runtime(s, NULL, NULL);
 		if (session_event(s, "workspace.gone", json_pack("{s:s, s:s}",
 		    "workspace", rw->workspace, "message", "the workspace "
@@ -495,6 +522,8 @@ reload_shutdown(void)
 
 	while ((rw = TAILQ_FIRST(&reload_watches)) != NULL)
 		reload_watch_free(rw);
+	json_decref(reload_owners);
+	reload_owners = NULL;
 }
 
 /* For daemon.status. */

@@ -236,6 +236,16 @@ def test_workspace_deleted_and_made_again(daemon, ws, tmpdir_short):
         assert r["error"]["data"]["kind"] == "invalid_env", r
         assert "does not exist any more" in r["error"]["message"], r
     assert not os.path.exists(os.path.join(ws, "b.txt"))
+    # Made again by someone else (anyone may, in a shared /tmp): refused.
+    # (Only root can give a folder away; as another user this part waits.)
+    os.makedirs(ws)
+    if os.geteuid() == 0:
+        os.chown(ws, 54321, 54321)
+        r = c.call("tool.call", {"session": sid, "tool": "read_file",
+                                 "args": {"path": "a.txt"}})
+        assert r["error"]["data"]["kind"] == "invalid_env", r
+        assert "belongs to uid 54321" in r["error"]["message"], r
+        os.chown(ws, os.getuid(), os.getgid())
     # Made again, with other rules: they apply at once...
     write(os.path.join(ws, ".gbr_envs", "dev.ini"),
           PROFILE.format(prot="new-locked.txt", prompt="You are dev anew."))
