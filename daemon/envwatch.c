@@ -587,8 +587,9 @@ envwatch_create(struct event_base *base, const char *workspace,
 	w->ws = ws;
 	w->dir = xasprintf("%s/%s", ws, ENV_DIR);
 	slash = strrchr(ws, '/');
-	if (slash != NULL && slash != ws && slash[1] != '\0') {
-		w->parent = xstrndup(ws, (size_t)(slash - ws));
+	if (slash != NULL && slash[1] != '\0') {	/* "/" has no parent */
+		w->parent = slash == ws ? xstrdup("/") :
+		    xstrndup(ws, (size_t)(slash - ws));
 		w->ws_name = slash + 1;
 	}
 	w->cb = cb;
