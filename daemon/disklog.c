@@ -2229,6 +2229,14 @@ fail:
 	return -1;
 }
 
+/* Forgets the listed segments from the n-th on (their names too). */
+static void
+dl_dir_cut(struct logscan_dir *d, size_t n)
+{
+	while (d->nsegs > n)
+		free(d->segs[--d->nsegs].name);
+}
+
 /*
  * --repair: keeps segment i up to good_end (a copy; the damaged original is
  * moved aside) and moves every later segment aside. Never deletes.
@@ -2407,7 +2415,7 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 			}
 			log_warn("disk log: repaired: %s", why);
 			free(why);
-			d->nsegs = i;
+			dl_dir_cut(d, i);
 			break;
 		}
 		s = dl_seg_new(d->segs[i].name, d->segs[i].seq, 0);
@@ -2453,7 +2461,7 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 				}
 				json_decref(moved);
 				dl_seg_free(s);
-				d->nsegs = i;
+				dl_dir_cut(d, i);
 				break;
 			}
 			fd = openat(dl.dirfd, d->segs[i].name, O_WRONLY |
@@ -2501,7 +2509,7 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 			dl_seg_push(s);
 		} else
 			dl_seg_free(s);
-		d->nsegs = i + 1;
+		dl_dir_cut(d, i + 1);
 		break;
 	}
 	return 0;
