@@ -202,6 +202,7 @@ struct reload_cache {
 	json_t		 *slots;	/* "workspace\nname" -> index in envs */
 	struct env	**envs;
 	size_t		  n;
+	json_t		 *paths;	/* workspaces whose path was checked */
 };
 
 /* env_load through the cache (if any): a new reference, or -1 and *why. */
@@ -231,32 +232,32 @@ reload_load(struct reload_cache *rc, const char *ws, const char *name,
 	return 0;
 }
 
-/* Loads a session's env and sandbox if it has none yet (through rc). */
+/*
+ * Checks that the session's path still names its workspace as it did: the
+ * path was resolved when the session was made, and a folder made again
+ * there is taken only from the owner of the one that went (through rc,
+ * once per workspace: a restart checks 10,000 sessions). Returns 0, or -1
+ * with *cause.
+ */
 static int
-reload_session_cached(struct session *s, struct reload_cache *rc,
-    struct env **envp, struct sandbox **sbp, char **cause)
+reload_path_check(struct session *s, struct reload_cache *rc, char **cause)
 {
-	struct env	*env;
-	struct sandbox	*sb;
-	char		*why = NULL, *why2 = NULL, *real;
+	const char	*ws = session_workspace(s);
 	struct stat	 st;
 	json_t		*owner;
+	char		*real;
 
-	*cause = NULL;
-	session_runtime(s, &env, &sb);
-	if (env != NULL && sb != NULL)
-		goto done;
-	/* The path was resolved when the session was made: it must still be. */
-	if ((real = realpath(session_workspace(s), NULL)) == NULL &&
-	    errno == ENOENT) {
+	owner = reload_owners != NULL ? json_object_get(reload_owners,
+	    session_id(s)) : NULL;
+	if (owner == NULL && rc != NULL && json_object_get(rc->paths, ws) != NULL)
+		return 0;
+	if ((real = realpath(ws, NULL)) == NULL && errno == ENOENT) {
 		*cause = xasprintf("the session's workspace %s does not exist "
 		    "any more (deleted or moved): create the folder again to go "
-		    "on, or start a session where it is now",
-		    session_workspace(s));
+		    "on, or start a session where it is now", ws);
 		return -1;
 	}
-	if (real != NULL && reload_owners != NULL && (owner = json_object_get(
-	    reload_owners, session_id(s))) != NULL) {
+	if (real != NULL && owner != NULL) {
 		if (stat(real, &st) == 0 && (long)st.st_uid !=
 		    (long)json_integer_value(owner)) {
 			*cause = xasprintf("the folder now at %s belongs to uid "
@@ -268,14 +269,34 @@ reload_session_cached(struct session *s, struct reload_cache *rc,
 		}
 		json_object_del(reload_owners, session_id(s));
 	}
-	if (real != NULL && strcmp(real, session_workspace(s)) != 0) {
+	if (real != NULL && strcmp(real, ws) != 0) {
 		*cause = xasprintf("the session's workspace %s now leads to %s (a "
 		    "link was put in its place): start a session there if that "
-		    "is meant", session_workspace(s), real);
+		    "is meant", ws, real);
 		free(real);
 		return -1;
 	}
 	free(real);
+	if (rc != NULL)
+		json_object_set_new(rc->paths, ws, json_true());
+	return 0;
+}
+
+/* Loads a session's env and sandbox if it has none yet (through rc). */
+static int
+reload_session_cached(struct session *s, struct reload_cache *rc,
+    struct env **envp, struct sandbox **sbp, char **cause)
+{
+	struct env	*env;
+	struct sandbox	*sb;
+	char		*why = NULL, *why2 = NULL;
+
+	*cause = NULL;
+	session_runtime(s, &env, &sb);
+	if (env != NULL && sb != NULL)
+		goto done;
+	if (reload_path_check(s, rc, cause) != 0)
+		return -1;
 	env = NULL;
 	sb = NULL;
 	if (reload_load(rc, session_workspace(s), session_env_name(s), &env,
@@ -491,7 +512,7 @@ reload_watch_gone(void *arg)
 void
 reload_recover(void)
 {
-	struct reload_cache	 rc = { json_object(), NULL, 0 };
+	struct reload_cache	 rc = { json_object(), NULL, 0, json_object() };
 	struct session		*s;
 	json_t			*l, *o;
 	char			*cause;
@@ -512,6 +533,7 @@ reload_recover(void)
 		env_unref(rc.envs[i]);
 	free(rc.envs);
 	json_decref(rc.slots);
+	json_decref(rc.paths);
 }
 
 /* Stops every watcher. */
