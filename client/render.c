@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "render.h"
@@ -486,6 +487,25 @@ render_tool_calls(struct render *r, const json_t *calls)
 	}
 }
 
+/*
+ * After an answer the model stopped because it reached its output limit
+ * (OpenAI's "length", Anthropic's "max_tokens", Gemini's "MAX_TOKENS"): a
+ * note, so that a cut answer is not taken for a whole one.
+ */
+static void
+render_stop_note(struct render *r, const json_t *m)
+{
+	const char	*why = json_string_value(json_object_get(m, "stop_reason"));
+
+	if (why == NULL || (strcasecmp(why, "length") != 0 &&
+	    strcasecmp(why, "max_tokens") != 0))
+		return;
+	render_close_line(r);
+	fprintf(r->out, "%s* the answer stopped at the model's output limit "
+	    "([llm] max_output_tokens): ask it to go on%s\n",
+	    render_color(r, "dim"), render_color(r, "reset"));
+}
+
 /* Renders a message object ({role, content, name?, args?}). */
 void
 render_message(struct render *r, const json_t *m)
@@ -513,6 +533,7 @@ render_message(struct render *r, const json_t *m)
 		if (content != NULL && *content != '\0')
 			render_line(r, "assistant", "", content);
 		render_tool_calls(r, json_object_get(m, "tool_calls"));
+		render_stop_note(r, m);
 	}
 	else if (strcmp(role, "system") == 0)
 		render_line(r, "dim", "[system] ", content != NULL ? content : "");
@@ -885,6 +906,7 @@ render_event(struct render *r, const json_t *p)
 		render_close_line(r);
 		render_tool_calls(r, json_object_get(json_object_get(p, "message"),
 		    "tool_calls"));
+		render_stop_note(r, json_object_get(p, "message"));
 		return 1;
 	}
 	if (strcmp(type, "message") == 0 || strcmp(type, "tool.call") == 0 ||

@@ -373,6 +373,15 @@ main(void)
 	    !r.open_line, "a streamed answer is not shown twice; its tool calls are");
 	free(s);
 	s = show(&r, "{\"type\":\"message\",\"message\":{\"role\":\"assistant\","
+	    "\"content\":\"Cut sho\",\"step\":3,\"stop_reason\":\"MAX_TOKENS\"}}", 0);
+	CHECK(strstr(s, "Cut sho") != NULL && strstr(s, "output limit") != NULL,
+	    "an answer cut at the output limit says so");
+	free(s);
+	s = show(&r, "{\"type\":\"message\",\"message\":{\"role\":\"assistant\","
+	    "\"content\":\"Whole\",\"step\":3,\"stop_reason\":\"end_turn\"}}", 0);
+	CHECK(strstr(s, "output limit") == NULL, "a whole one does not");
+	free(s);
+	s = show(&r, "{\"type\":\"message\",\"message\":{\"role\":\"assistant\","
 	    "\"content\":\"From history\",\"step\":2}}", 0);
 	CHECK(strstr(s, "From history") != NULL, "an answer not streamed is shown");
 	free(s);
