@@ -136,6 +136,36 @@ usage(FILE *f)
 "  gbrctl call hello '{\"protocol\":1}'\n");
 }
 
+/* Takes one of gbrctl's own options (-s, -j, -t); -1 after saying why not. */
+static int
+global_opt(struct ctl *ctl, const char **socket_flag, int ch, const char *arg)
+{
+	char	*end;
+	long	 t;
+
+	switch (ch) {
+	case 's':
+		*socket_flag = arg;
+		break;
+	case 'j':
+		ctl->json = 1;
+		break;
+	case 't':
+		errno = 0;
+		t = strtol(arg, &end, 10);
+		if (errno != 0 || *end != '\0' || t < 0 || t > 86400000) {
+			fprintf(stderr, "gbrctl: --timeout takes milliseconds "
+			    "from 0 to 86400000\n");
+			return -1;
+		}
+		ctl->timeout_ms = (int)t;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
 /* Prints one command's usage and what it does. */
 static void
 cmd_usage(const struct cmd *cmd)
@@ -354,9 +384,8 @@ main(int argc, char **argv)
 	struct ctl		 ctl;
 	const struct cmd	*cmd = NULL;
 	const char		*socket_flag = NULL;
-	char			*cause, *end, name[64];
+	char			*cause, name[64];
 	size_t			 i;
-	long			 t;
 	int			 ch, r, unreachable, help;
 
 	memset(&ctl, 0, sizeof ctl);
@@ -365,20 +394,10 @@ main(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "+s:jt:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
-			socket_flag = optarg;
-			break;
 		case 'j':
-			ctl.json = 1;
-			break;
 		case 't':
-			errno = 0;
-			t = strtol(optarg, &end, 10);
-			if (errno != 0 || *end != '\0' || t < 0 || t > 86400000) {
-				fprintf(stderr, "gbrctl: --timeout takes "
-				    "milliseconds from 0 to 86400000\n");
+			if (global_opt(&ctl, &socket_flag, ch, optarg) != 0)
 				return EXIT_USAGE;
-			}
-			ctl.timeout_ms = (int)t;
 			break;
 		case 'h':
 			usage(stdout);
@@ -428,6 +447,24 @@ main(int argc, char **argv)
 	if (help) {
 		cmd_usage(cmd);
 		return EXIT_OK;
+	}
+	/*
+	 * A command without arguments also takes gbrctl's own options after
+	 * it ("gbrctl sessions --json"): nothing else could be meant.
+	 */
+	if (cmd->max_args == 0 && argc > 1) {
+		optind = 0;
+		opterr = 0;
+		while ((ch = getopt_long(argc, argv, "+s:jt:", longopts,
+		    NULL)) != -1)
+			if ((ch != 's' && ch != 'j' && ch != 't') ||
+			    global_opt(&ctl, &socket_flag, ch, optarg) != 0) {
+				fprintf(stderr, "usage: gbrctl %s (and gbrctl's "
+				    "options, -s, -j, -t)\n", cmd->name);
+				return EXIT_USAGE;
+			}
+		argc -= optind - 1;
+		argv += optind - 1;
 	}
 	if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
 		fprintf(stderr, "usage: gbrctl %s%s%s\n", cmd->name,

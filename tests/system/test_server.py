@@ -246,6 +246,15 @@ def test_gbrctl_exit_codes(daemon):
     assert daemon.ctl("call", "daemon.ping", "3").returncode == 2
     assert daemon.ctl("--timeout", "-4", "status").returncode == 2
     assert daemon.ctl().returncode == 2
+    # A command without arguments takes gbrctl's options after it too.
+    r = daemon.ctl("sessions", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["sessions"] == []
+    r = daemon.ctl("status", "-j", "--timeout", "5000")
+    assert r.returncode == 0 and json.loads(r.stdout)["server"] == "gbrd"
+    for bad in (("sessions", "--bogus"), ("sessions", "x"), ("ping", "-t", "x"),
+                ("status", "--json", "extra")):
+        r = daemon.ctl(*bad)
+        assert r.returncode == 2 and "usage: gbrctl " + bad[0] in r.stderr, bad
     daemon.stop()
     r = daemon.ctl("status")
     assert r.returncode == 3
