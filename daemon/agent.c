@@ -95,6 +95,7 @@ struct agent_turn {
 	unsigned		 trimmed;	/* messages shortened or left out, as told */
 	size_t			 sent;		/* bytes of the last request sent */
 	unsigned		 shrinks;	/* requests cut after a context overflow */
+	size_t			 budget;	/* tried after one; learned if it works */
 };
 TAILQ_HEAD(agent_list, agent_turn);
 
@@ -844,6 +845,8 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 	max = t->target.max_request_bytes;
 	if ((learned = agent_budget(t)) > 0 && learned < max)
 		max = learned;
+	if (t->budget > 0 && t->budget < max)
+		max = t->budget;
 	conv = agent_conversation(msgs);
 	tools = tool_list_json();
 	r = agent_build(t, env_system_prompt(env) != NULL ?
@@ -971,7 +974,8 @@ agent_llm_done(void *arg, const struct llm_outcome *o)
 		budget = agent_budget_learn(t->sent, o->message);
 		if (budget >= t->sent)
 			budget = t->sent - t->sent / 4;
-		agent_budget_set(t, budget);
+		/* Kept for the session only once the model answers at it. */
+		t->budget = budget;
 		t->shrinks++;
 		log_info("session %s: %s; the request (%zu bytes) is cut to %zu "
 		    "bytes and sent again", t->sid, o->message, t->sent, budget);
@@ -1009,6 +1013,10 @@ agent_llm_done(void *arg, const struct llm_outcome *o)
 		return;
 	}
 	t->attempt = 0;
+	if (t->budget > 0) {
+		agent_budget_set(t, t->budget);
+		t->budget = 0;
+	}
 	calls = json_array();
 	seen = json_object();
 	json_array_foreach(o->tool_calls, k, c) {

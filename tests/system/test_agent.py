@@ -553,14 +553,34 @@ def test_a_413_cuts_the_request_by_a_quarter(make_daemon, fake, ws):
 
 
 def test_context_overflow_gives_up_when_nothing_more_can_go(make_daemon, fake, ws):
-    fake.context_limit = 1000       # smaller than any request can be
+    with open(os.path.join(ws, "big.txt"), "w") as f:
+        f.write(("0123456789abcdef" * 64 + "\n") * 30)
+    # After the file is read, every request is refused for length, also
+    # once cut (a proxy that says so of anything, say).
+    refusal = {"status": 400, "body": {"error": {
+        "message": "This model's maximum context length is 1000 tokens. "
+        "However, your messages resulted in 9000 tokens.",
+        "code": "context_length_exceeded"}}}
+    fake.push({"tool_calls": [{"name": "read_file", "args": {"path": "big.txt"}}]},
+              refusal, dict(refusal))
     d = start(make_daemon, fake, "openai")
     c, sid = session(d, ws)
-    t, end = run_turn(c, sid, "hello")
+    t, end = run_turn(c, sid, "read the big file")
     assert end["outcome"] == "error", end
     err = [p for p in turn_events(c, t) if p["type"] == "error"][0]
     assert err["kind"] == "context_overflow" and "maximum context length" in err["message"]
-    assert fake.overflows == 1      # a request at the 16 KiB floor is not cut again
+    # Cut once (to the 16 KiB floor), refused there too: not cut again.
+    sizes = [len(r.raw) for r in fake.llm_requests()]
+    assert len(sizes) == 3 and sizes[1] > 16 * 1024 >= sizes[2], sizes
+    retry = [p for p in turn_events(c, t) if p["type"] == "llm.retry"]
+    assert [p["max_request_bytes"] for p in retry] == [16 * 1024], retry
+    # A budget that never worked is not kept: with the limit gone, the next
+    # turn sends the whole conversation again.
+    fake.context_limit = None
+    fake.push({"text": "fine"})
+    t2, end2 = run_turn(c, sid, "try again")
+    assert end2["outcome"] == "completed", end2
+    assert len(fake.llm_requests()[-1].raw) > 30000
 
 
 def test_context_budget_leaves_out_the_oldest_exchanges(make_daemon, fake, ws):
