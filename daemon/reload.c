@@ -39,12 +39,6 @@ struct rwait {
 };
 
 static struct event_base	*reload_base;
-/*
- * Session id -> the owner (uid) of its workspace's folder when that folder
- * went: a folder made again at the path is taken only from the same owner
- * (in a shared /tmp, anyone may make one there first).
- */
-static json_t			*reload_owners;
 static struct rwatch_list	 reload_watches =
     TAILQ_HEAD_INITIALIZER(reload_watches);
 static unsigned			 reload_nwatches;
@@ -234,51 +228,54 @@ reload_load(struct reload_cache *rc, const char *ws, const char *name,
 
 /*
  * Checks that the session's path still names its workspace as it did: the
- * path was resolved when the session was made, and a folder made again
- * there is taken only from the owner of the one that went (through rc,
- * once per workspace: a restart checks 10,000 sessions). Returns 0, or -1
- * with *cause.
+ * path was resolved when the session was made, and its folder is owned by
+ * whoever owned it then (a folder deleted and made again by someone else,
+ * as anyone may in a shared /tmp, is not taken). Through rc, once per
+ * workspace: a restart checks 10,000 sessions. Returns 0, or -1 with
+ * *cause.
  */
 static int
 reload_path_check(struct session *s, struct reload_cache *rc, char **cause)
 {
 	const char	*ws = session_workspace(s);
+	long		 uid = session_workspace_uid(s);
 	struct stat	 st;
-	json_t		*owner;
-	char		*real;
+	char		*real, *key;
 
-	owner = reload_owners != NULL ? json_object_get(reload_owners,
-	    session_id(s)) : NULL;
-	if (owner == NULL && rc != NULL && json_object_get(rc->paths, ws) != NULL)
+	key = xasprintf("%s\n%ld", ws, uid);
+	if (rc != NULL && json_object_get(rc->paths, key) != NULL) {
+		free(key);
 		return 0;
+	}
 	if ((real = realpath(ws, NULL)) == NULL && errno == ENOENT) {
 		*cause = xasprintf("the session's workspace %s does not exist "
 		    "any more (deleted or moved): create the folder again to go "
 		    "on, or start a session where it is now", ws);
+		free(key);
 		return -1;
-	}
-	if (real != NULL && owner != NULL) {
-		if (stat(real, &st) == 0 && (long)st.st_uid !=
-		    (long)json_integer_value(owner)) {
-			*cause = xasprintf("the folder now at %s belongs to uid "
-			    "%ld, not to uid %ld, the owner of the workspace that "
-			    "was there: start a session on it if it is meant",
-			    real, (long)st.st_uid, (long)json_integer_value(owner));
-			free(real);
-			return -1;
-		}
-		json_object_del(reload_owners, session_id(s));
 	}
 	if (real != NULL && strcmp(real, ws) != 0) {
 		*cause = xasprintf("the session's workspace %s now leads to %s (a "
 		    "link was put in its place): start a session there if that "
 		    "is meant", ws, real);
 		free(real);
+		free(key);
+		return -1;
+	}
+	if (real != NULL && uid >= 0 && stat(real, &st) == 0 &&
+	    (long)st.st_uid != uid) {
+		*cause = xasprintf("the folder at %s belongs to uid %ld, but the "
+		    "workspace was uid %ld's when the session was made (deleted "
+		    "and made again by someone else?): start a session on it if "
+		    "it is meant", real, (long)st.st_uid, uid);
+		free(real);
+		free(key);
 		return -1;
 	}
 	free(real);
 	if (rc != NULL)
-		json_object_set_new(rc->paths, ws, json_true());
+		json_object_set_new(rc->paths, key, json_true());
+	free(key);
 	return 0;
 }
 
@@ -491,11 +488,6 @@ reload_watch_gone(void *arg)
 			continue;
 		log_warn("session %s: its workspace %s was deleted or moved",
 		    session_id(s), rw->workspace);
-		if (reload_owners == NULL)
-			reload_owners = json_object();
-		if (sandbox_root_owner(sb) != -1)
-			json_object_set_new(reload_owners, session_id(s),
-			    json_integer(sandbox_root_owner(sb)));
 		session_set_runtime(s, NULL, NULL);
 		if (session_event(s, "workspace.gone", json_pack("{s:s, s:s}",
 		    "workspace", rw->workspace, "message", "the workspace "
@@ -544,8 +536,6 @@ reload_shutdown(void)
 
 	while ((rw = TAILQ_FIRST(&reload_watches)) != NULL)
 		reload_watch_free(rw);
-	json_decref(reload_owners);
-	reload_owners = NULL;
 }
 
 /* For daemon.status. */

@@ -369,17 +369,6 @@ sandbox_root_path(const struct sandbox *sb, int i)
 	return (i >= 0 && i < sb->nroots) ? sb->roots[i].path : NULL;
 }
 
-/* The owner of the allowed root's folder as the sandbox holds it, or -1. */
-long
-sandbox_root_owner(const struct sandbox *sb)
-{
-	struct stat	st;
-
-	if (sb->nroots == 0 || fstat(sb->roots[0].fd, &st) != 0)
-		return -1;
-	return (long)st.st_uid;
-}
-
 /* A read-only root's path inside the allowed root, or NULL. */
 const char *
 sandbox_root_inside(const struct sandbox *sb, int i)

@@ -128,8 +128,6 @@ const char *sandbox_root_path(const struct sandbox *, int);
  * relative to the allowed root (borrowed); NULL for one outside it.
  */
 const char *sandbox_root_inside(const struct sandbox *, int);
-/* The owner (uid) of the allowed root's folder it holds, or -1. */
-long	 sandbox_root_owner(const struct sandbox *);
 size_t	 sandbox_max_read(const struct sandbox *);
 size_t	 sandbox_max_write(const struct sandbox *);
 

@@ -201,6 +201,7 @@ struct session {
 	char			 id[SESSION_ID_LEN + 1];
 	char			*name;		/* NULL if unnamed */
 	char			*workspace;
+	long			 workspace_uid;	/* its folder's owner when made; -1 */
 	char			*env;
 	char			*system;	/* the system message's text, or NULL */
 	uint64_t		 system_seq;	/* the record that set it */
@@ -929,6 +930,7 @@ session_alloc(void)
 {
 	struct session	*s = xcalloc(1, sizeof *s);
 
+	s->workspace_uid = -1;
 	TAILQ_INIT(&s->attached);
 	TAILQ_INIT(&s->pending);
 	return s;
@@ -1030,6 +1032,16 @@ payload_head(json_t *p, const char **id, uint64_t *seq, int64_t *ts)
 	return 0;
 }
 
+/* A workspace_uid field: the uid, or -1 when absent (older records). */
+static long
+session_uid_field(const json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 0xffffffffLL)
+		return -1;
+	return (long)json_integer_value(v);
+}
+
 /* Applies session.create. *sp is the live session, or NULL at replay. */
 static int
 apply_create(struct session **sp, json_t *p, const char *id, int64_t ts)
@@ -1050,6 +1062,8 @@ apply_create(struct session **sp, json_t *p, const char *id, int64_t ts)
 	snprintf(s->id, sizeof s->id, "%s", id);
 	s->name = name != NULL ? xstrdup(name) : NULL;
 	s->workspace = xstrdup(ws);
+	s->workspace_uid = session_uid_field(json_object_get(p,
+	    "workspace_uid"));
 	s->env = xstrdup(env);
 	if (json_string_value(json_object_get(p, "system")) != NULL) {
 		s->system = xstrdup(json_string_value(json_object_get(p, "system")));
@@ -1607,6 +1621,7 @@ session_create(const char *workspace, const char *env, const char *system,
 	struct create_rid	*cr;
 	struct session		*s, *best;
 	struct pending		*pe;
+	struct stat		 st;
 	json_t			*p;
 	char			 id[SESSION_ID_LEN + 1];
 
@@ -1662,6 +1677,9 @@ session_create(const char *workspace, const char *env, const char *system,
 	if (name != NULL)
 		json_object_set_new(p, "name", json_string(name));
 	json_object_set_new(p, "workspace", json_string(workspace));
+	if (stat(workspace, &st) == 0)
+		json_object_set_new(p, "workspace_uid",
+		    json_integer((json_int_t)st.st_uid));
 	json_object_set_new(p, "env", json_string(env != NULL ? env : "default"));
 	if (system != NULL)
 		json_object_set_new(p, "system", json_string(system));
@@ -2388,6 +2406,9 @@ session_snapshot(void)
 			json_object_set_new(o, "system_seq",
 			    json_integer((json_int_t)s->system_seq));
 		}
+		if (s->workspace_uid >= 0)
+			json_object_set_new(o, "workspace_uid",
+			    json_integer((json_int_t)s->workspace_uid));
 		if (s->state == SESSION_AWAITING_APPROVAL)
 			json_object_set_new(o, "previous_state", json_string(
 			    session_state_name(s->prev_state)));
@@ -2440,6 +2461,7 @@ session_restore_one(json_t *o)
 	snprintf(s->id, sizeof s->id, "%s", id);
 	s->name = name != NULL ? xstrdup(name) : NULL;
 	s->workspace = xstrdup(ws);
+	s->workspace_uid = session_uid_field(json_object_get(o, "workspace_uid"));
 	s->env = xstrdup(env);
 	if ((v = json_object_get(o, "system")) != NULL && json_is_string(v)) {
 		s->system = xstrdup(json_string_value(v));
@@ -2706,6 +2728,13 @@ const char *
 session_id(const struct session *s)
 {
 	return s->id;
+}
+
+/* The owner (uid) of the workspace's folder when the session was made, or -1. */
+long
+session_workspace_uid(const struct session *s)
+{
+	return s->workspace_uid;
 }
 
 /* The canonical workspace of a session (borrowed). */

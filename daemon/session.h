@@ -143,6 +143,8 @@ const char	*session_state_name(enum session_state);
 /* Accessors (borrowed strings). */
 const char	*session_id(const struct session *);
 const char	*session_workspace(const struct session *);
+/* The owner (uid) of the workspace's folder when the session was made, or -1. */
+long		 session_workspace_uid(const struct session *);
 const char	*session_env_name(const struct session *);
 
 /*

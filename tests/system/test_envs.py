@@ -297,3 +297,39 @@ def test_workspace_deleted_and_made_again(daemon, ws, tmpdir_short):
     r = c.call("tool.call", {"session": sid, "tool": "write_file",
                              "args": {"path": "x.txt", "content": "x"}})
     assert "error" in r and not os.path.exists(os.path.join(other, "x.txt"))
+
+
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_restart_refuses_a_workspace_made_again_by_another_owner(
+        make_daemon, ws, snapshot):
+    """The folder's owner is part of the session's record (and of its
+    snapshot): a workspace deleted and made again by someone else while
+    gbrd was down is refused after the restart as well."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a folder away")
+    import shutil
+    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n"
+                    if snapshot else None)
+    c, w, sid = session(d, ws)
+    if snapshot:
+        for i in range(40):
+            r = c.call("log.append", {"type": "user.pad", "data": "x" * 60000})
+            assert "result" in r, r
+        snaps = [f for f in os.listdir(os.path.join(d.state, "log"))
+                 if f.endswith(".snap")]
+        assert snaps
+    d.stop()
+    shutil.rmtree(ws)
+    write(os.path.join(ws, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="none.txt", prompt="Not yours."))
+    os.chown(ws, 54321, 54321)
+    d.start()
+    c = d.conn()
+    r = c.call("tool.call", {"session": sid, "tool": "list_directory",
+                             "args": {"path": "."}})
+    assert r["error"]["data"]["kind"] == "invalid_env", r
+    assert "belongs to uid 54321" in r["error"]["message"], r
+    os.chown(ws, os.getuid(), os.getgid())
+    r = c.call("tool.call", {"session": sid, "tool": "list_directory",
+                             "args": {"path": "."}})
+    assert "result" in r, r
