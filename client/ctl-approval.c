@@ -490,14 +490,9 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 		    "writes text files only: nothing was decided; your text is "
 		    "kept in %s\n", why, path);
 		free(why);
-		free(edited);
-		free(path);
-		free(shown);
-		json_decref(res);
-		return CTL_EXIT_ERROR;
-	}
-	r = ctl_resolve(ctl, o.pos[0], "edit", &o, edited, elen);
-	if (r == CTL_EXIT_OK)
+		r = CTL_EXIT_ERROR;
+	} else if ((r = ctl_resolve(ctl, o.pos[0], "edit", &o, edited,
+	    elen)) == CTL_EXIT_OK)
 		unlink(path);
 	else
 		fprintf(stderr, "gbrctl: your text is kept in %s\n", path);

@@ -166,14 +166,21 @@ global_opt(struct ctl *ctl, const char **socket_flag, int ch, const char *arg)
 	return 0;
 }
 
+/* Prints a command's usage line. */
+static void
+cmd_usage_line(FILE *f, const struct cmd *cmd)
+{
+	fprintf(f, "usage: gbrctl %s%s%s\n", cmd->name,
+	    cmd->args[0] != '\0' ? " " : "", cmd->args);
+}
+
 /* Prints one command's usage and what it does. */
 static void
 cmd_usage(const struct cmd *cmd)
 {
-	printf("usage: gbrctl %s%s%s\n\n%c%s.\n", cmd->name,
-	    cmd->args[0] != '\0' ? " " : "", cmd->args,
-	    cmd->help[0] >= 'a' && cmd->help[0] <= 'z' ? cmd->help[0] - 'a' +
-	    'A' : cmd->help[0], cmd->help + 1);
+	cmd_usage_line(stdout, cmd);
+	printf("\n%c%s.\n", cmd->help[0] >= 'a' && cmd->help[0] <= 'z' ?
+	    cmd->help[0] - 'a' + 'A' : cmd->help[0], cmd->help + 1);
 	if (cmd->flags & CMD_CONNECT)
 		printf("\nNeeds a running gbrd (exit 3 when it cannot be "
 		    "reached).\n");
@@ -440,9 +447,9 @@ main(int argc, char **argv)
 		help = 1;
 	if (help && (cmd->flags & CMD_OWN_HELP)) {
 		static char	 opt[] = "--help";
-		char		*hv[] = { argv[0], opt, NULL };
+		char		*hv[] = { opt, NULL };
 
-		return cmd->fn(&ctl, 1, hv + 1);
+		return cmd->fn(&ctl, 1, hv);
 	}
 	if (help) {
 		cmd_usage(cmd);
@@ -467,8 +474,7 @@ main(int argc, char **argv)
 		argv += optind - 1;
 	}
 	if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
-		fprintf(stderr, "usage: gbrctl %s%s%s\n", cmd->name,
-		    cmd->args[0] != '\0' ? " " : "", cmd->args);
+		cmd_usage_line(stderr, cmd);
 		return EXIT_USAGE;
 	}
 	ctl.socket = paths_socket(socket_flag);

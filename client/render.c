@@ -327,6 +327,16 @@ render_count(struct render *r, const json_t *o, const char *key,
 	    one : many);
 }
 
+/* Writes "N thing" or "N things" for the length of an array field. */
+static void
+render_items(struct render *r, const json_t *o, const char *key,
+    const char *one, const char *many)
+{
+	size_t	n = json_array_size(json_object_get(o, key));
+
+	fprintf(r->out, "%zu %s", n, n == 1 ? one : many);
+}
+
 /*
  * Writes ": " and the first line of a command's output (stdout, else
  * stderr), cut and escaped, with how many lines follow: what a person
@@ -376,6 +386,7 @@ static int
 render_tool_summary(struct render *r, const char *tool, const json_t *res)
 {
 	const json_t	*path = json_object_get(res, "path"), *v;
+	int		 cut = json_is_true(json_object_get(res, "truncated"));
 
 	if (tool == NULL || !json_is_object(res))
 		return 0;
@@ -401,15 +412,11 @@ render_tool_summary(struct render *r, const char *tool, const json_t *res)
 			    "replacements");
 			fputs(", now ", r->out);
 			render_count(r, res, "bytes", "byte", "bytes");
-		} else {
-			fprintf(r->out, "%zu %s", json_array_size(json_object_get(
-			    res, "entries")), json_array_size(json_object_get(res,
-			    "entries")) == 1 ? "entry" : "entries");
-		}
+		} else
+			render_items(r, res, "entries", "entry", "entries");
 	} else if (strcmp(tool, "search") == 0) {
-		fprintf(r->out, "%zu %s (", json_array_size(json_object_get(res,
-		    "matches")), json_array_size(json_object_get(res,
-		    "matches")) == 1 ? "match" : "matches");
+		render_items(r, res, "matches", "match", "matches");
+		fputs(" (", r->out);
 		render_count(r, res, "files_scanned", "file", "files");
 		fputs(" scanned)", r->out);
 	} else if (strcmp(tool, "run_command") == 0 ||
@@ -428,17 +435,18 @@ render_tool_summary(struct render *r, const char *tool, const json_t *res)
 		fputs(" in ", r->out);
 		render_int(r, res, "duration_ms");
 		fputs(" ms", r->out);
-		if ((v = json_object_get(res, "diagnostics")) != NULL &&
-		    json_array_size(v) > 0)
-			fprintf(r->out, ", %zu diagnostic%s", json_array_size(v),
-			    json_array_size(v) == 1 ? "" : "s");
-		if (json_is_true(json_object_get(res, "truncated")))
+		if (json_array_size(json_object_get(res, "diagnostics")) > 0) {
+			fputs(", ", r->out);
+			render_items(r, res, "diagnostics", "diagnostic",
+			    "diagnostics");
+		}
+		if (cut)
 			fputs(", output cut", r->out);
 		render_first_line(r, res);
+		return 1;
 	} else
 		return 0;
-	if (json_is_true(json_object_get(res, "truncated")) &&
-	    strncmp(tool, "run_", 4) != 0 && strcmp(tool, "check") != 0)
+	if (cut)
 		fputs(", cut", r->out);
 	return 1;
 }

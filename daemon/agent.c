@@ -22,14 +22,15 @@
  * for every request, and the system prompt is the session's profile's as
  * it is now (reload.c keeps it current), so a reloaded profile applies to
  * the next request. The conversation is built from the whole history; if
- * the request would be larger than max_request_bytes, the oldest tool
- * outputs are shortened first, then the oldest messages and tool call
- * arguments (each with a marker saying so), and a context.trimmed event
+ * the request would be larger than max_request_bytes (or than what the
+ * model's refusals taught), the oldest tool outputs are shortened first,
+ * then the oldest messages and tool call arguments, then whole exchanges
+ * are left out (each with a marker saying so), and a context.trimmed event
  * tells the user; the newest user message is kept whole, and a request
- * that still does not fit is never sent: the turn ends with too_large. Text streams to the
- * attached clients as live message.delta events (deltas are not logged:
- * the durable record is the assistant message written once the answer is
- * complete). A failed request is retried with exponential backoff and
+ * that still does not fit is never sent: the turn ends with too_large.
+ * Text streams to the attached clients as live message.delta events
+ * (deltas are not logged: the durable record is the assistant message
+ * written once the answer is complete). A failed request is retried with exponential backoff and
  * jitter, or after Retry-After, when it is worth it (429, 5xx, a dropped
  * or cut stream); an llm.retry event says so, and clients drop the
  * partial text they were shown. Tools run only after a complete answer,
@@ -566,8 +567,10 @@ agent_cut_message(json_t *m, int pass, unsigned *n)
 /*
  * Leaves out the oldest exchanges whole (a user's message and all that
  * followed it up to the next one), never the newest user message, until
- * the request fits; a marker at the head says how many were left out.
- * Returns how many messages were left out.
+ * the request fits: enough of them at a time, by their own JSON size, to
+ * cover the excess, so that the request is built again once, not once an
+ * exchange. A marker at the head says how many were left out. Returns how
+ * many messages were left out.
  */
 static size_t
 agent_drop(struct agent_turn *t, const char *system, json_t *conv,
@@ -575,22 +578,32 @@ agent_drop(struct agent_turn *t, const char *system, json_t *conv,
     char **cause)
 {
 	const char	*role, *text;
-	json_t		*m, *o;
-	size_t		 next, dropped = 0, i;
+	json_t		*m, *o, *rest;
+	size_t		 next, dropped = 0, i, size, excess;
 	char		*marked;
 
 	while (rq->body_len > max) {
-		/* The next user message after the head, short of the newest. */
-		for (next = 1; next < *last; next++) {
-			m = json_array_get(conv, next);
+		/* The first user message past enough bytes, up to the newest. */
+		excess = rq->body_len - max;
+		next = size = 0;
+		for (i = 0; i <= *last; i++) {
+			m = json_array_get(conv, i);
 			role = json_string_value(json_object_get(m, "role"));
-			if (role != NULL && strcmp(role, "user") == 0)
-				break;
+			if (i > 0 && role != NULL && strcmp(role, "user") == 0) {
+				next = i;
+				if (size > excess)
+					break;
+			}
+			size += json_dumpb(m, NULL, 0, JSON_COMPACT);
 		}
-		if (next >= *last)
+		if (next == 0)
 			break;
-		for (i = 0; i < next; i++)
-			json_array_remove(conv, 0);
+		rest = json_array();
+		for (i = next; i < json_array_size(conv); i++)
+			json_array_append(rest, json_array_get(conv, i));
+		json_array_clear(conv);
+		json_array_extend(conv, rest);
+		json_decref(rest);
 		dropped += next;
 		*last -= next;
 		m = json_array_get(conv, 0);

@@ -71,9 +71,12 @@ method_session_lookup(struct request *req, json_t *params, int required)
 	return s;
 }
 
-/* Makes a workspace canonical; answers the request and returns -1 if it is not usable. */
+/*
+ * Makes a workspace canonical and gives its owner; answers the request and
+ * returns -1 if it is not usable.
+ */
 static int
-method_workspace(struct request *req, const char *path, char *out)
+method_workspace(struct request *req, const char *path, char *out, long *uid)
 {
 	struct stat	sb;
 
@@ -95,6 +98,7 @@ method_workspace(struct request *req, const char *path, char *out)
 		    "field", "workspace"), "workspace: not a directory");
 		return -1;
 	}
+	*uid = (long)sb.st_uid;
 	return 0;
 }
 
@@ -153,6 +157,7 @@ method_session_create(struct request *req, json_t *params)
 	struct session_error	 err;
 	const char		*ws = NULL, *env = NULL, *name = NULL, *rid = NULL;
 	char			 path[PATH_MAX], *system = NULL;
+	long			 uid;
 	int			 reuse = 0;
 
 	if (params_only(req, params, keys) != 0 ||
@@ -169,11 +174,11 @@ method_session_create(struct request *req, json_t *params)
 		    "digits (those are ids)");
 		return;
 	}
-	if (method_workspace(req, ws, path) != 0)
+	if (method_workspace(req, ws, path, &uid) != 0)
 		return;
 	if (method_env(req, path, env, &system) != 0)
 		return;
-	if (session_create(path, env, system, name, rid, reuse,
+	if (session_create(path, uid, env, system, name, rid, reuse,
 	    method_session_created, req, &err) != 0)
 		method_session_fail(req, &err);
 	free(system);

@@ -240,40 +240,37 @@ reload_path_check(struct session *s, struct reload_cache *rc, char **cause)
 	const char	*ws = session_workspace(s);
 	long		 uid = session_workspace_uid(s);
 	struct stat	 st;
-	char		*real, *key;
+	char		*real, *key = NULL;
 
-	key = xasprintf("%s\n%ld", ws, uid);
-	if (rc != NULL && json_object_get(rc->paths, key) != NULL) {
-		free(key);
-		return 0;
+	*cause = NULL;
+	if (rc != NULL) {
+		key = xasprintf("%s\n%ld", ws, uid);
+		if (json_object_get(rc->paths, key) != NULL) {
+			free(key);
+			return 0;
+		}
 	}
-	if ((real = realpath(ws, NULL)) == NULL && errno == ENOENT) {
+	real = realpath(ws, NULL);
+	if (real == NULL && (errno == ENOENT || errno == ENOTDIR))
 		*cause = xasprintf("the session's workspace %s does not exist "
 		    "any more (deleted or moved): create the folder again to go "
 		    "on, or start a session where it is now", ws);
-		free(key);
-		return -1;
-	}
-	if (real != NULL && strcmp(real, ws) != 0) {
+	else if (real != NULL && strcmp(real, ws) != 0)
 		*cause = xasprintf("the session's workspace %s now leads to %s (a "
 		    "link was put in its place): start a session there if that "
 		    "is meant", ws, real);
-		free(real);
-		free(key);
-		return -1;
-	}
-	if (real != NULL && uid >= 0 && stat(real, &st) == 0 &&
-	    (long)st.st_uid != uid) {
+	else if (real != NULL && uid >= 0 && stat(real, &st) == 0 &&
+	    (long)st.st_uid != uid)
 		*cause = xasprintf("the folder at %s belongs to uid %ld, but the "
 		    "workspace was uid %ld's when the session was made (deleted "
 		    "and made again by someone else?): start a session on it if "
 		    "it is meant", real, (long)st.st_uid, uid);
-		free(real);
+	free(real);
+	if (*cause != NULL) {
 		free(key);
 		return -1;
 	}
-	free(real);
-	if (rc != NULL)
+	if (key != NULL)
 		json_object_set_new(rc->paths, key, json_true());
 	free(key);
 	return 0;

@@ -1613,7 +1613,7 @@ session_new_id(char *id)
 
 /* Creates a session (or finds the one to reuse). */
 int
-session_create(const char *workspace, const char *env, const char *system,
+session_create(const char *workspace, long uid, const char *env, const char *system,
     const char *name, const char *request_id, int reuse, session_done_cb cb,
     void *arg, struct session_error *err)
 {
@@ -1621,7 +1621,6 @@ session_create(const char *workspace, const char *env, const char *system,
 	struct create_rid	*cr;
 	struct session		*s, *best;
 	struct pending		*pe;
-	struct stat		 st;
 	json_t			*p;
 	char			 id[SESSION_ID_LEN + 1];
 
@@ -1677,9 +1676,7 @@ session_create(const char *workspace, const char *env, const char *system,
 	if (name != NULL)
 		json_object_set_new(p, "name", json_string(name));
 	json_object_set_new(p, "workspace", json_string(workspace));
-	if (stat(workspace, &st) == 0)
-		json_object_set_new(p, "workspace_uid",
-		    json_integer((json_int_t)st.st_uid));
+	json_object_set_new(p, "workspace_uid", json_integer((json_int_t)uid));
 	json_object_set_new(p, "env", json_string(env != NULL ? env : "default"));
 	if (system != NULL)
 		json_object_set_new(p, "system", json_string(system));

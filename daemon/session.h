@@ -78,12 +78,13 @@ int		 session_name_valid(const char *);
 
 /*
  * Creates a session on an existing folder (workspace is a canonical
- * absolute path). With reuse, an open session that fits (the named one, or
+ * absolute path, owned by uid: checked whenever the session loads it
+ * again). With reuse, an open session that fits (the named one, or
  * the most recently active one on the workspace) is returned instead; the
  * result says "created": false. A request_id seen before returns the first
  * result.
  */
-int		 session_create(const char *workspace, const char *env,
+int		 session_create(const char *workspace, long uid, const char *env,
 		    const char *system, const char *name, const char *request_id, int reuse,
 		    session_done_cb, void *, struct session_error *);
 /*

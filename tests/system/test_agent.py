@@ -419,9 +419,14 @@ def test_profile_reload_changes_the_system_prompt(make_daemon, fake, ws):
     assert reqs[1].user_texts() == ["first", "second"]
 
 
-def test_context_budget_shortens_old_tool_outputs(make_daemon, fake, ws):
+def big_file(ws):
+    """big.txt in the workspace: about 30 KiB, over a 16-24K budget."""
     with open(os.path.join(ws, "big.txt"), "w") as f:
-        f.write(("0123456789abcdef" * 64 + "\n") * 30)     # about 30 KiB
+        f.write(("0123456789abcdef" * 64 + "\n") * 30)
+
+
+def test_context_budget_shortens_old_tool_outputs(make_daemon, fake, ws):
+    big_file(ws)
     profile(ws, "[env]\nautonomy = full\n[llm]\nmax_request_bytes = 16K\n")
     read = {"tool_calls": [{"name": "read_file", "args": {"path": "big.txt"}}]}
     fake.push(read, {"text": "read it"})
@@ -510,8 +515,7 @@ def test_context_overflow_cuts_the_request_and_asks_again(make_daemon, fake,
     default): its refusal teaches the session the size it takes, the
     request is cut to it and sent again, and later requests are cut at
     once."""
-    with open(os.path.join(ws, "big.txt"), "w") as f:
-        f.write(("0123456789abcdef" * 64 + "\n") * 30)     # about 30 KiB
+    big_file(ws)
     fake.context_limit = 24000
     fake.push({"tool_calls": [{"name": "read_file", "args": {"path": "big.txt"}}]},
               {"text": "read it"}, {"text": "again"})
@@ -536,8 +540,7 @@ def test_context_overflow_cuts_the_request_and_asks_again(make_daemon, fake,
 
 def test_a_413_cuts_the_request_by_a_quarter(make_daemon, fake, ws):
     """A proxy's 413 gives no token counts: the request is cut by a quarter."""
-    with open(os.path.join(ws, "big.txt"), "w") as f:
-        f.write(("0123456789abcdef" * 64 + "\n") * 30)
+    big_file(ws)
     fake.push({"tool_calls": [{"name": "read_file", "args": {"path": "big.txt"}}]},
               {"status": 413, "body": {"error": {"message": "Request Entity Too Large"}}},
               {"text": "fine"})
@@ -553,8 +556,7 @@ def test_a_413_cuts_the_request_by_a_quarter(make_daemon, fake, ws):
 
 
 def test_context_overflow_gives_up_when_nothing_more_can_go(make_daemon, fake, ws):
-    with open(os.path.join(ws, "big.txt"), "w") as f:
-        f.write(("0123456789abcdef" * 64 + "\n") * 30)
+    big_file(ws)
     # After the file is read, every request is refused for length, also
     # once cut (a proxy that says so of anything, say).
     refusal = {"status": 400, "body": {"error": {

@@ -319,11 +319,51 @@ test_approval(void)
 	free(s);
 }
 
+/* Tool results as the REPL shows them: the message, the line, the check. */
+static const struct {
+	const char	*json;
+	const char	*want;
+	const char	*what;
+} summaries[] = {
+	{ "{\"role\":\"tool\",\"tool\":\"write_file\",\"ok\":true,"
+	    "\"result\":{\"path\":\"src/a.c\",\"bytes\":1,\"created\":true}}",
+	    "  = write_file src/a.c: 1 byte, new file\n", "write_file" },
+	{ "{\"role\":\"tool\",\"tool\":\"read_file\",\"ok\":true,"
+	    "\"result\":{\"path\":\"a\\u001b[2J\",\"lines\":3,\"total_lines\":9,"
+	    "\"size\":70,\"truncated\":true,\"content\":\"x\"}}",
+	    "  = read_file a\\u{001B}[2J: 3 lines of 9 (70 bytes), cut\n",
+	    "read_file, its path escaped" },
+	{ "{\"role\":\"tool\",\"tool\":\"run_command\",\"ok\":true,"
+	    "\"result\":{\"exit_code\":2,\"signal\":null,\"duration_ms\":4,"
+	    "\"truncated\":false,\"stdout\":\"one \\u001b]0;x\\u0007\\ntwo\\nthree\\n\","
+	    "\"stdout_encoding\":\"utf-8\",\"stderr\":\"\"}}",
+	    "  = run_command exit 2 in 4 ms: one \\u{001B}]0;x\\u{0007} (+2 lines)\n",
+	    "run_command: status, time, the first line escaped" },
+	{ "{\"role\":\"tool\",\"tool\":\"run_script\",\"ok\":true,"
+	    "\"result\":{\"exit_code\":null,\"signal\":\"SIGSEGV\",\"duration_ms\":9,"
+	    "\"truncated\":true,\"stdout\":\"\",\"stderr\":\"AAEC\","
+	    "\"stderr_encoding\":\"base64\",\"stderr_bytes\":3}}",
+	    "  = run_script killed by SIGSEGV in 9 ms, output cut: (stderr) "
+	    "3 bytes that are not text\n", "run_script: a signal, binary stderr" },
+	{ "{\"role\":\"tool\",\"tool\":\"check\",\"ok\":true,"
+	    "\"result\":{\"ok\":false,\"exit_code\":1,\"duration_ms\":300,"
+	    "\"diagnostics\":[{}],\"stdout\":\"a.c:1:1: error: x\\n\"}}",
+	    "  = check failed, exit 1 in 300 ms, 1 diagnostic: a.c:1:1: error: x\n",
+	    "check: failed, with its diagnostics" },
+	{ "{\"role\":\"tool\",\"tool\":\"search\",\"ok\":true,"
+	    "\"result\":{\"matches\":[{},{}],\"files_scanned\":1}}",
+	    "  = search 2 matches (1 file scanned)\n", "search" },
+	{ "{\"role\":\"tool\",\"tool\":\"mcp_thing\",\"ok\":true,"
+	    "\"result\":{\"path\":\"p\"}}",
+	    "  = mcp_thing {\"path\":\"p\"}\n", "an unknown tool: its JSON" },
+};
+
 int
 main(void)
 {
 	struct render	 r;
 	char		*s;
+	size_t		 i;
 
 	memset(&r, 0, sizeof r);
 	s = show(&r, "{\"type\":\"message\",\"seq\":2,\"message\":{\"role\":\"user\","
@@ -450,44 +490,11 @@ main(void)
 	free(s);
 
 	/* Known tools read as sentences; what they print is escaped. */
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"write_file\",\"ok\":true,"
-	    "\"result\":{\"path\":\"src/a.c\",\"bytes\":1,\"created\":true}}", 1);
-	CHECK(same(s, "  = write_file src/a.c: 1 byte, new file\n"), "write_file");
-	free(s);
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"read_file\",\"ok\":true,"
-	    "\"result\":{\"path\":\"a\\u001b[2J\",\"lines\":3,\"total_lines\":9,"
-	    "\"size\":70,\"truncated\":true,\"content\":\"x\"}}", 1);
-	CHECK(same(s, "  = read_file a\\u{001B}[2J: 3 lines of 9 (70 bytes), cut\n"),
-	    "read_file, its path escaped");
-	free(s);
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"run_command\",\"ok\":true,"
-	    "\"result\":{\"exit_code\":2,\"signal\":null,\"duration_ms\":4,"
-	    "\"truncated\":false,\"stdout\":\"one \\u001b]0;x\\u0007\\ntwo\\nthree\\n\","
-	    "\"stdout_encoding\":\"utf-8\",\"stderr\":\"\"}}", 1);
-	CHECK(same(s, "  = run_command exit 2 in 4 ms: one \\u{001B}]0;x\\u{0007} (+2 lines)\n"),
-	    "run_command: status, time, the first line escaped");
-	free(s);
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"run_script\",\"ok\":true,"
-	    "\"result\":{\"exit_code\":null,\"signal\":\"SIGSEGV\",\"duration_ms\":9,"
-	    "\"truncated\":true,\"stdout\":\"\",\"stderr\":\"AAEC\","
-	    "\"stderr_encoding\":\"base64\",\"stderr_bytes\":3}}", 1);
-	CHECK(same(s, "  = run_script killed by SIGSEGV in 9 ms, output cut: (stderr) "
-	    "3 bytes that are not text\n"), "run_script: a signal, binary stderr");
-	free(s);
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"check\",\"ok\":true,"
-	    "\"result\":{\"ok\":false,\"exit_code\":1,\"duration_ms\":300,"
-	    "\"diagnostics\":[{}],\"stdout\":\"a.c:1:1: error: x\\n\"}}", 1);
-	CHECK(same(s, "  = check failed, exit 1 in 300 ms, 1 diagnostic: a.c:1:1: error: x\n"),
-	    "check: failed, with its diagnostics");
-	free(s);
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"search\",\"ok\":true,"
-	    "\"result\":{\"matches\":[{},{}],\"files_scanned\":1}}", 1);
-	CHECK(same(s, "  = search 2 matches (1 file scanned)\n"), "search");
-	free(s);
-	s = show(&r, "{\"role\":\"tool\",\"tool\":\"mcp_thing\",\"ok\":true,"
-	    "\"result\":{\"path\":\"p\"}}", 1);
-	CHECK(same(s, "  = mcp_thing {\"path\":\"p\"}\n"), "an unknown tool: its JSON");
-	free(s);
+	for (i = 0; i < sizeof summaries / sizeof summaries[0]; i++) {
+		s = show(&r, summaries[i].json, 1);
+		CHECK(same(s, summaries[i].want), "%s", summaries[i].what);
+		free(s);
+	}
 	s = show(&r, "{\"role\":\"tool\",\"tool\":\"write_file\",\"ok\":false,"
 	    "\"error\":{\"kind\":\"denied\",\"message\":\"no\\u202e\"}}", 1);
 	CHECK(same(s, "  = write_file denied: no\\u{202E}\n"),
