@@ -4,10 +4,22 @@
  * client.c: try to connect; if nobody answers, take a lock, try again (a
  * concurrent client may have started it meanwhile), and only then start
  * gbrd, whose own lock guarantees one daemon per socket anyway.
+ *
+ * Like tmux's client, it trusts the daemon only after checking who it is:
+ * the socket's folder must be ours and closed to others' writes (checked
+ * with lstat before connecting, and before starting gbrd there), and the
+ * process listening must run as our uid (checked with SO_PEERCRED or
+ * getpeereid right after connect, before a single byte is sent). Another
+ * local user who created /tmp/gbr-<uid> first, or who managed to put a
+ * socket in our path, never sees our hello, let alone a workspace path.
  */
 #include "gbr-config.h"
 
+#include <sys/types.h>
 #include <sys/file.h>
+#ifdef HAVE_SYS_PRCTL_H
+#include <sys/prctl.h>
+#endif
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,6 +37,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 #include "frame.h"
 #include "jsonrpc.h"
 #include "paths.h"
@@ -49,16 +62,6 @@ struct client {
 	void		*event_arg;
 };
 
-/* Monotonic milliseconds. */
-static long long
-client_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Connects a socket to path; returns the fd or -1 with errno set. */
 static int
 client_dial(const char *path)
@@ -79,6 +82,96 @@ client_dial(const char *path)
 		saved = errno;
 		close(fd);
 		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Reads the uid of the server on a connected fd, as the kernel recorded it
+ * when that server called listen(2). Returns 0, or -1 with errno set
+ * (ENOTSUP where the platform has no way to ask).
+ */
+static int
+client_peer_uid(int fd, uid_t *uid)
+{
+#if defined(HAVE_DECL_SO_PEERCRED) && HAVE_DECL_SO_PEERCRED
+	struct ucred	cred;
+	socklen_t	len = sizeof cred;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return -1;
+	if (len != sizeof cred) {
+		errno = EPROTO;
+		return -1;
+	}
+	*uid = cred.uid;
+	return 0;
+#elif defined(HAVE_GETPEEREID)
+	gid_t	gid;
+
+	return getpeereid(fd, uid, &gid);
+#else
+	(void)fd;
+	(void)uid;
+	errno = ENOTSUP;
+	return -1;
+#endif
+}
+
+/*
+ * Checks that the server on a connected fd runs as our uid. Fails closed:
+ * where the platform cannot tell us who it is, we do not talk to it.
+ * Returns 0, or -1 with *cause.
+ */
+static int
+client_check_peer(int fd, const char *path, char **cause)
+{
+	uid_t	 uid;
+	char	*them;
+
+	if (client_peer_uid(fd, &uid) != 0) {
+		*cause = xasprintf("cannot tell which user serves %s (%s); "
+		    "refusing to talk to it", path, strerror(errno));
+		return -1;
+	}
+	if (uid == getuid())
+		return 0;
+	them = paths_uid_name(uid);
+	*cause = xasprintf("refusing the server on %s: it runs as %s, not as "
+	    "you (uid %ld), so nothing was sent to it; another user may be "
+	    "running a fake gbrd there, so %s", path, them, (long)getuid(),
+	    PATHS_SOCKET_WAY_OUT);
+	free(them);
+	return -1;
+}
+
+/*
+ * Connects to the daemon's socket, checking its folder before and the
+ * server's uid after (see the top of this file). Returns the fd; or -1 with
+ * *cause NULL and errno set when nobody answers there; or -1 with *cause set
+ * when we refuse the folder or the server.
+ */
+static int
+client_dial_checked(const char *path, char **cause)
+{
+	char	*dir;
+	int	 fd, r;
+
+	*cause = NULL;
+	dir = paths_dirname(path);
+	r = paths_check_socket_dir(dir, cause);
+	free(dir);
+	if (r == -1)
+		return -1;
+	if (r == 1) {
+		errno = ENOENT;		/* no folder: nobody listens there */
+		return -1;
+	}
+	if ((fd = client_dial(path)) == -1)
+		return -1;
+	if (client_check_peer(fd, path, cause) != 0) {
+		close(fd);
 		return -1;
 	}
 	return fd;
@@ -181,11 +274,13 @@ client_start_daemon(const char *path, char **cause)
 	long long	 deadline;
 	int		 fd, lfd, r = -1;
 
-	*cause = NULL;
-	if ((fd = client_dial(path)) != -1) {
+	/* A foreign folder or server is refused here, before any lock or start. */
+	if ((fd = client_dial_checked(path, cause)) != -1) {
 		close(fd);
 		return 0;
 	}
+	if (*cause != NULL)
+		return -1;
 	dir = paths_dirname(path);
 	if (paths_private_dir(dir, 1, cause) != 0) {
 		free(dir);
@@ -200,20 +295,21 @@ client_start_daemon(const char *path, char **cause)
 		return -1;
 	}
 	/* Another client may be starting it: wait for its lock, bounded. */
-	deadline = client_now_ms() + 15000;
+	deadline = clock_mono_ms() + 15000;
 	while (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-		if (client_now_ms() > deadline) {
+		if (clock_mono_ms() > deadline) {
 			*cause = xasprintf("timed out waiting for %s", lock);
 			goto out;
 		}
 		usleep(10 * 1000);
 	}
-	if ((fd = client_dial(path)) != -1) {
+	if ((fd = client_dial_checked(path, cause)) != -1) {
 		close(fd);
 		r = 0;
 		goto out;
 	}
-	r = client_spawn_gbrd(path, cause);
+	if (*cause == NULL)
+		r = client_spawn_gbrd(path, cause);
 out:
 	close(lfd);	/* releases the lock */
 	free(lock);
@@ -229,16 +325,20 @@ client_connect(const char *path, enum client_start start, const char *name,
 	json_t		*reply;
 	int		 fd;
 
-	*cause = NULL;
 	*unreachable = 0;
-	fd = client_dial(path);
-	if (fd == -1 && start == CLIENT_AUTOSTART &&
+	fd = client_dial_checked(path, cause);
+	if (fd == -1 && *cause == NULL && start == CLIENT_AUTOSTART &&
 	    (errno == ENOENT || errno == ECONNREFUSED)) {
 		if (client_start_daemon(path, cause) != 0) {
 			*unreachable = 1;
 			return NULL;
 		}
-		fd = client_dial(path);
+		fd = client_dial_checked(path, cause);
+	}
+	if (fd == -1 && *cause != NULL) {
+		/* A refusal of ours: for the caller, nobody could be reached. */
+		*unreachable = 1;
+		return NULL;
 	}
 	if (fd == -1) {
 		*cause = xasprintf("cannot connect to %s: %s%s", path,
@@ -269,6 +369,25 @@ client_connect(const char *path, enum client_start start, const char *name,
 	cl->hello = json_incref(json_object_get(reply, "result"));
 	json_decref(reply);
 	return cl;
+}
+
+/*
+ * Makes this process non-dumpable. A client holds a connected socket that
+ * speaks for its user with the daemon; a process of the same uid (a command
+ * the agent ran, say) could otherwise take that socket with ptrace,
+ * pidfd_getfd or process_vm_readv and create sessions or answer approvals
+ * through it. Non-dumpable, the kernel lets only a privileged process do
+ * that (and there are no core dumps). Exec resets the flag, so every client
+ * calls this first thing in main. Where the platform has no such switch,
+ * nothing is done: the daemon's own checks still stand.
+ */
+void
+client_protect_process(void)
+{
+#if defined(HAVE_SYS_PRCTL_H) && defined(PR_SET_DUMPABLE)
+	/* Clearing the flag cannot fail; there is nothing to do if it did. */
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#endif
 }
 
 /* Closes and frees a client. */
@@ -403,7 +522,7 @@ client_pop(struct client *cl)
 json_t *
 client_read(struct client *cl, int timeout_ms, char **cause)
 {
-	long long	 deadline = timeout_ms < 0 ? -1 : client_now_ms() + timeout_ms;
+	long long	 deadline = timeout_ms < 0 ? -1 : clock_mono_ms() + timeout_ms;
 	json_t		*msg;
 	int		 r, wait;
 
@@ -413,7 +532,7 @@ client_read(struct client *cl, int timeout_ms, char **cause)
 			return msg;
 		wait = -1;
 		if (deadline >= 0) {
-			wait = (int)(deadline - client_now_ms());
+			wait = (int)(deadline - clock_mono_ms());
 			if (wait < 0)
 				wait = 0;
 		}
@@ -492,10 +611,10 @@ client_call(struct client *cl, const char *method, json_t *params,
 
 	if ((id = client_send(cl, method, params, cause)) < 0)
 		return NULL;
-	deadline = timeout_ms < 0 ? -1 : client_now_ms() + timeout_ms;
+	deadline = timeout_ms < 0 ? -1 : clock_mono_ms() + timeout_ms;
 	for (;;) {
 		wait = -1;
-		if (deadline >= 0 && (wait = (int)(deadline - client_now_ms())) < 0)
+		if (deadline >= 0 && (wait = (int)(deadline - clock_mono_ms())) < 0)
 			wait = 0;
 		if ((msg = client_read(cl, wait, cause)) == NULL) {
 			if (*cause == NULL)

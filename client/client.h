@@ -26,8 +26,12 @@ enum client_start {
 
 /*
  * Connects to the socket at path and says hello as name ("gbrctl/0.1").
- * Returns NULL and sets *cause (the caller frees it) on failure; *unreachable
- * is set when nobody could be reached (as opposed to a refusal by a daemon).
+ * First checks the socket's folder (ours, a real folder, not writable by
+ * others) and, once connected, that the server runs as our uid; a folder or
+ * server that fails is refused before anything is sent. Returns NULL and
+ * sets *cause (the caller frees it) on failure; *unreachable is set when
+ * nobody could be reached or we refused whoever answered (as opposed to a
+ * refusal by a daemon).
  */
 struct client	*client_connect(const char *path, enum client_start,
 		    const char *name, char **cause, int *unreachable);
@@ -55,8 +59,14 @@ long long	 client_send(struct client *, const char *method, json_t *params,
  */
 json_t		*client_read(struct client *, int timeout_ms, char **cause);
 
-/* Starts gbrd on path if nobody answers there (under the start lock). */
+/*
+ * Starts gbrd on path if nobody answers there (under the start lock). Makes
+ * the same checks as client_connect first: it never starts gbrd in, nor
+ * takes for a daemon a server in, a folder or of a uid that is not ours.
+ */
 int		 client_start_daemon(const char *path, char **cause);
+/* Makes the calling client non-dumpable; call it first thing in main. */
+void		 client_protect_process(void);
 /* Writes all of buf to fd (a file), retrying on EINTR. 0, or -1 (errno). */
 int		 client_write_fd(int fd, const char *buf, size_t len);
 

@@ -35,6 +35,8 @@
 
 #define CTL_EDIT_MAX	(16 * 1024 * 1024)	/* bytes read back from the editor */
 #define CTL_CELL_MAX	120			/* bytes of a table cell shown */
+#define CTL_DIFF_LINES	40			/* lines of a diff shown */
+#define CTL_DIFF_LINE_MAX 1000			/* bytes of one diff line */
 
 /* Options of the approval commands. */
 struct ctl_aopts {
@@ -208,11 +210,13 @@ int
 ctl_approvals(struct ctl *ctl, int argc, char **argv)
 {
 	struct ctl_aopts	 o;
-	json_t			*params, *res, *a;
+	struct render		 rd = { .out = stdout };
+	json_t			*params, *res, *a, *diff;
 	char			*target, *sess, *reason;
-	size_t			 i;
+	size_t			 i, more;
 	int			 r;
 
+	rd.color = render_want_color(STDOUT_FILENO);
 	if ((r = ctl_aparse("approvals", argc, argv, "--session --all", 0, 0,
 	    &o)) != 0 || o.help)
 		return r;
@@ -251,6 +255,14 @@ ctl_approvals(struct ctl *ctl, int argc, char **argv)
 			printf("%-17s  note: %s\n", "", reason);
 			free(reason);
 		}
+		/* What it would change, escaped and coloured as gbr shows it. */
+		diff = json_object_get(a, "diff");
+		if (json_is_string(diff) && json_string_length(diff) > 0 &&
+		    (more = render_diff(&rd, json_string_value(diff),
+		    json_string_length(diff), "    ", CTL_DIFF_LINES,
+		    CTL_DIFF_LINE_MAX)) > 0)
+			printf("    ... %zu more lines (all of it: gbrctl --json "
+			    "approvals)\n", more);
 		free(sess);
 		free(target);
 	}

@@ -29,10 +29,14 @@
  * approval the bridge waits for is also withdrawn by gbrd when our
  * connection closes, which happens when the client goes away (stdin ends)
  * and we exit.
+ *
+ * This file holds the command, the loop and the client's side: its lines,
+ * initialize, the queues and the replies. mcp-bridge.c turns the client's
+ * requests into gbrd's calls and back, mcp-daemon.c holds the connection
+ * to gbrd (mcp-int.h).
  */
 #include "gbr-config.h"
 
-#include <sys/queue.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -51,19 +55,8 @@
 #include "frame.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "mcp-int.h"
 #include "xmalloc.h"
-
-#define MCP_LINE_MAX		(8 * 1024 * 1024)	/* one message from the client */
-#define MCP_DAEMON_LINE_MAX	(64 * 1024 * 1024)	/* one message from gbrd */
-#define MCP_CALLS_MAX		256		/* requests waiting on gbrd */
-#define MCP_DAEMON_QUEUE_MAX	(16 * 1024 * 1024)	/* unsent bytes to gbrd */
-#define MCP_OUT_HIGH		(8 * 1024 * 1024)	/* stop reading above this */
-#define MCP_READ_CHUNK		65536
-#define MCP_PROGRESS_MS		2000		/* between progress notifications */
-#define MCP_FLUSH_MS		2000		/* to flush replies at exit */
-#define MCP_CALL_TIMEOUT_MS	30000		/* start-up calls to gbrd */
-#define MCP_FIRST_DID		1000000		/* our ids on gbrd's connection */
-#define MCP_RECONNECT_TRIES	6		/* over about 3 s */
 
 /* The MCP revisions spoken here, the latest first. */
 static const char *const mcp_versions[] = {
@@ -72,96 +65,8 @@ static const char *const mcp_versions[] = {
 /* The first revision with structuredContent in tool results. */
 #define MCP_STRUCTURED_SINCE	"2025-06-18"
 
-/* A byte queue: data[off..len) is still to be written. */
-struct mcp_buf {
-	char	*data;
-	size_t	 len;
-	size_t	 off;
-	size_t	 cap;
-};
-
-enum mcp_call_kind {
-	MCP_CALL_TOOL = 0,	/* tools/call -> tool.call */
-	MCP_CALL_LIST,		/* tools/list -> tool.list */
-	MCP_CALL_SESSION,	/* our own session.create after a close */
-	MCP_CALL_CANCEL,	/* notifications/cancelled -> tool.cancel */
-};
-
-/* A request sent to gbrd whose reply has not come yet. */
-struct mcp_call {
-	TAILQ_ENTRY(mcp_call)	 entry;
-	enum mcp_call_kind	 kind;
-	long long		 did;		/* gbrd's request id */
-	char			*method;	/* gbrd's method */
-	json_t			*params;	/* and its params, to send again */
-	json_t			*id;		/* the client's id; NULL for ours */
-	json_t			*token;		/* _meta.progressToken, or NULL */
-	char			*tool;
-	char			*path;		/* args.path, to match an approval */
-	char			 rid[48];	/* request_id given to gbrd */
-	char			*approval;	/* the approval it waits on */
-	char			*waiting;	/* what progress says meanwhile */
-	long long		 started_ms;
-	long long		 progress_ms;	/* when the next progress is due */
-	long long		 progress;	/* the last progress value sent */
-	int			 cancelled;	/* never answer it */
-	int			 described;	/* waiting says what is approved */
-};
-TAILQ_HEAD(mcp_calls, mcp_call);
-
-/* A tools/call held while the bridge moves to another session. */
-struct mcp_held {
-	TAILQ_ENTRY(mcp_held)	 entry;
-	json_t			*id;
-	json_t			*params;
-};
-TAILQ_HEAD(mcp_helds, mcp_held);
-
-/* The bridge. */
-struct mcp {
-	struct ctl	*ctl;
-	const char	*session_arg;	/* --session */
-	char		*workspace;	/* --workspace, as a real path */
-	const char	*env;		/* --env */
-	char		*session;	/* the session's id */
-	int		 refreshing;	/* a session.create is on its way */
-	int		 verbose;
-
-	struct client	*cl;		/* NULL while gbrd is not connected */
-	int		 dfd;
-	struct frame	*dframe;
-	size_t		 dmax_line;	/* gbrd's max_line_bytes */
-	long long	 next_did;
-	struct mcp_buf	 dout;		/* to gbrd */
-
-	int		 in_fd;		/* the client's stdin, moved */
-	int		 out_fd;	/* the client's stdout, moved */
-	int		 out_flags;	/* to restore at exit, or -1 */
-	char		*in_buf;
-	size_t		 in_len;
-	size_t		 in_cap;
-	int		 in_skip;	/* dropping the rest of an over-long line */
-	int		 in_eof;
-	int		 out_dead;	/* the client closed its end */
-	struct mcp_buf	 out;
-
-	int		 initialized;	/* initialize was answered */
-	const char	*version;	/* the negotiated revision */
-	int		 structured;	/* it has structuredContent */
-
-	struct mcp_calls calls;
-	unsigned	 ncalls;
-	struct mcp_helds held;
-	unsigned	 nheld;
-	char		 rid_prefix[24];
-	unsigned long long rid_next;
-};
-
-static void	mcp_daemon_lost(struct mcp *, const char *);
-static void	mcp_tools_call(struct mcp *, json_t *, json_t *);
-
 /* Monotonic milliseconds. */
-static long long
+long long
 mcp_now_ms(void)
 {
 	struct timespec	ts;
@@ -171,7 +76,7 @@ mcp_now_ms(void)
 }
 
 /* Logs a line to stderr (the only place logs may go). */
-static void __attribute__((format(printf, 1, 2)))
+void __attribute__((format(printf, 1, 2)))
 mcp_log(const char *fmt, ...)
 {
 	va_list	ap;
@@ -215,7 +120,7 @@ mcp_buf_dump_cb(const char *data, size_t n, void *arg)
  * queue (JSON_COMPACT never writes a raw newline: strings are escaped).
  * Returns its length.
  */
-static size_t
+size_t
 mcp_buf_add_json(struct mcp_buf *b, const json_t *msg)
 {
 	size_t	before = b->len - b->off;
@@ -227,14 +132,14 @@ mcp_buf_add_json(struct mcp_buf *b, const json_t *msg)
 }
 
 /* Bytes still to be written. */
-static size_t
+size_t
 mcp_buf_pending(const struct mcp_buf *b)
 {
 	return b->len - b->off;
 }
 
 /* Empties a queue and frees its memory. */
-static void
+void
 mcp_buf_release(struct mcp_buf *b)
 {
 	free(b->data);
@@ -266,7 +171,7 @@ mcp_buf_flush(struct mcp_buf *b, int fd)
 }
 
 /* Compares a JSON string with a C string, NUL bytes included. */
-static int
+int
 mcp_streq(const json_t *v, const char *s)
 {
 	return json_is_string(v) && json_string_length(v) == strlen(s) &&
@@ -278,7 +183,7 @@ mcp_streq(const json_t *v, const char *s)
  * and the bidirectional overrides and isolates become '?', so a path
  * cannot make a progress message or a log line lie. Returns a new string.
  */
-static char *
+char *
 mcp_shown(const char *s, size_t max)
 {
 	const unsigned char	*p = (const unsigned char *)s;
@@ -313,7 +218,7 @@ mcp_shown(const char *s, size_t max)
 }
 
 /* Queues one message for the client; steals msg. */
-static void
+void
 mcp_send(struct mcp *m, json_t *msg)
 {
 	if (!m->out_dead)
@@ -322,7 +227,7 @@ mcp_send(struct mcp *m, json_t *msg)
 }
 
 /* Answers a request with a result; steals result. */
-static void
+void
 mcp_result(struct mcp *m, json_t *id, json_t *result)
 {
 	json_t	*msg = json_object();
@@ -337,7 +242,7 @@ mcp_result(struct mcp *m, json_t *id, json_t *result)
  * Answers with a JSON-RPC error: code, a stable kind in data.kind, and data
  * (stolen, may be NULL). id may be NULL for id: null.
  */
-static void __attribute__((format(printf, 6, 7)))
+void __attribute__((format(printf, 6, 7)))
 mcp_error(struct mcp *m, json_t *id, int code, const char *kind, json_t *data,
     const char *fmt, ...)
 {
@@ -365,7 +270,7 @@ mcp_error(struct mcp *m, json_t *id, int code, const char *kind, json_t *data,
  * "<kind>: <message>", and structuredContent carries the kind and data.
  * Steals data (may be NULL).
  */
-static void
+void
 mcp_tool_error(struct mcp *m, json_t *id, const char *kind, const char *message,
     json_t *data)
 {
@@ -385,314 +290,6 @@ mcp_tool_error(struct mcp *m, json_t *id, const char *kind, const char *message,
 	}
 	json_decref(data);
 	mcp_result(m, id, res);
-}
-
-/* Frees a call record. */
-static void
-mcp_call_free(struct mcp *m, struct mcp_call *c)
-{
-	TAILQ_REMOVE(&m->calls, c, entry);
-	m->ncalls--;
-	free(c->method);
-	json_decref(c->params);
-	json_decref(c->id);
-	json_decref(c->token);
-	free(c->tool);
-	free(c->path);
-	free(c->approval);
-	free(c->waiting);
-	free(c);
-}
-
-/* Sends the client a progress notification for a call. */
-static void
-mcp_progress(struct mcp *m, struct mcp_call *c, long long now)
-{
-	json_t	*p;
-	char	*msg;
-
-	if (c->token == NULL || c->cancelled)
-		return;
-	c->progress_ms = now + MCP_PROGRESS_MS;
-	/* Optional, so never worth growing a queue the client does not read. */
-	if (mcp_buf_pending(&m->out) > MCP_OUT_HIGH)
-		return;
-	if (c->waiting != NULL)
-		msg = xstrdup(c->waiting);
-	else
-		msg = xasprintf("running %s (%lld s)", c->tool,
-		    (now - c->started_ms) / 1000);
-	p = json_pack("{s:O, s:I, s:s}", "progressToken", c->token,
-	    "progress", (json_int_t)++c->progress, "message", msg);
-	free(msg);
-	mcp_send(m, rpc_notification("notifications/progress", p));
-}
-
-/* Sends every progress notification that is due; returns ms to the next. */
-static int
-mcp_progress_tick(struct mcp *m)
-{
-	struct mcp_call	*c;
-	long long	 now = mcp_now_ms(), next = -1;
-
-	TAILQ_FOREACH(c, &m->calls, entry) {
-		if (c->token == NULL || c->cancelled)
-			continue;
-		if (c->progress_ms <= now)
-			mcp_progress(m, c, now);
-		if (next == -1 || c->progress_ms < next)
-			next = c->progress_ms;
-	}
-	if (next == -1)
-		return -1;
-	return next <= now ? 0 : (int)(next - now);
-}
-
-/*
- * Finds the session to use on a fresh connection (blocking: nothing else
- * is on it yet). --session: the open session with that id or name, moved
- * to --env if it uses another profile. Otherwise the most recently active
- * session on the workspace (and env), or a new one.
- */
-static int
-mcp_find_session(struct mcp *m, struct client *cl, char **cause)
-{
-	json_t		*reply, *res, *s, *params;
-	const char	*id = NULL, *env = NULL;
-	size_t		 i;
-
-	if (m->session_arg != NULL) {
-		reply = client_call(cl, "session.list", NULL,
-		    MCP_CALL_TIMEOUT_MS, cause);
-		if (reply == NULL)
-			return -1;
-		res = json_object_get(reply, "result");
-		json_array_foreach(json_object_get(res, "sessions"), i, s) {
-			if (mcp_streq(json_object_get(s, "id"), m->session_arg) ||
-			    mcp_streq(json_object_get(s, "name"), m->session_arg)) {
-				id = json_string_value(json_object_get(s, "id"));
-				env = json_string_value(json_object_get(s, "env"));
-				break;
-			}
-		}
-		if (id == NULL) {
-			*cause = res == NULL ? xasprintf("session.list failed: %s",
-			    client_error_message(reply)) : xasprintf("no open "
-			    "session has the id or name '%s'", m->session_arg);
-			json_decref(reply);
-			return -1;
-		}
-		free(m->session);
-		m->session = xstrdup(id);
-		if (m->env != NULL && (env == NULL || strcmp(env, m->env) != 0)) {
-			json_decref(reply);
-			reply = client_call(cl, "env.use", json_pack("{s:s, s:s}",
-			    "session", m->session, "env", m->env),
-			    MCP_CALL_TIMEOUT_MS, cause);
-			if (reply == NULL)
-				return -1;
-			if (json_object_get(reply, "error") != NULL) {
-				*cause = xasprintf("env.use %s: %s (%s)", m->env,
-				    client_error_message(reply),
-				    client_error_kind(reply));
-				json_decref(reply);
-				return -1;
-			}
-			mcp_log("session %s now uses the profile %s", m->session,
-			    m->env);
-		}
-		json_decref(reply);
-		return 0;
-	}
-	params = json_pack("{s:s, s:b}", "workspace", m->workspace, "reuse", 1);
-	if (m->env != NULL)
-		json_object_set_new(params, "env", json_string(m->env));
-	reply = client_call(cl, "session.create", params, MCP_CALL_TIMEOUT_MS,
-	    cause);
-	if (reply == NULL)
-		return -1;
-	res = json_object_get(reply, "result");
-	if (!json_is_string(json_object_get(res, "id"))) {
-		*cause = xasprintf("session.create on %s: %s (%s)", m->workspace,
-		    client_error_message(reply) != NULL ?
-		    client_error_message(reply) : "no id",
-		    client_error_kind(reply) != NULL ?
-		    client_error_kind(reply) : "?");
-		json_decref(reply);
-		return -1;
-	}
-	free(m->session);
-	m->session = xstrdup(json_string_value(json_object_get(res, "id")));
-	mcp_log("%s session %s on %s (profile %s)",
-	    json_is_false(json_object_get(res, "created")) ? "using" : "created",
-	    m->session, m->workspace, json_string_value(json_object_get(res,
-	    "env")) != NULL ? json_string_value(json_object_get(res, "env")) :
-	    "?");
-	json_decref(reply);
-	return 0;
-}
-
-/*
- * Connects to gbrd (starting it under the start lock if nobody answers,
- * as gbr does), says hello and finds the session. Returns 0, or -1 with
- * *cause and *unreachable when nobody could be reached.
- */
-static int
-mcp_connect(struct mcp *m, char **cause, int *unreachable)
-{
-	struct client	*cl;
-	json_t		*max;
-	char		 name[64];
-	int		 flags;
-
-	snprintf(name, sizeof name, "gbrctl-mcp/%s", PACKAGE_VERSION);
-	cl = client_connect(m->ctl->socket, CLIENT_AUTOSTART, name, cause,
-	    unreachable);
-	if (cl == NULL)
-		return -1;
-	if (mcp_find_session(m, cl, cause) != 0) {
-		client_free(cl);
-		return -1;
-	}
-	/*
-	 * From here on the loop reads and writes the socket itself. The
-	 * client has nothing read ahead: gbrd sends nothing unasked to a
-	 * connection that did not attach or follow anything.
-	 */
-	max = json_object_get(json_object_get(client_hello(cl), "limits"),
-	    "max_line_bytes");
-	m->dmax_line = json_is_integer(max) && json_integer_value(max) > 0 ?
-	    (size_t)json_integer_value(max) : 1024 * 1024;
-	m->cl = cl;
-	m->dfd = client_fd(cl);
-	if ((flags = fcntl(m->dfd, F_GETFL)) != -1)
-		fcntl(m->dfd, F_SETFL, flags | O_NONBLOCK);
-	m->dframe = frame_create(MCP_DAEMON_LINE_MAX);
-	m->next_did = MCP_FIRST_DID;
-	return 0;
-}
-
-/* Connects again after gbrd went away; returns 0 or -1 with *cause. */
-static int
-mcp_ensure(struct mcp *m, char **cause)
-{
-	int	unreachable;
-
-	*cause = NULL;
-	if (m->cl != NULL)
-		return 0;
-	if (mcp_connect(m, cause, &unreachable) != 0) {
-		mcp_log("cannot reach gbrd: %s", *cause);
-		return -1;
-	}
-	mcp_log("connected to gbrd again");
-	return 0;
-}
-
-/*
- * Queues a call's request to gbrd under a new id. Returns 0, or -1 with
- * *kind and *why (the caller frees) when it cannot go: the line is longer
- * than gbrd takes, or too much waits to be sent.
- */
-static int
-mcp_daemon_send(struct mcp *m, struct mcp_call *c, const char **errkind,
-    char **why)
-{
-	json_t	*req;
-	size_t	 len;
-
-	if (mcp_buf_pending(&m->dout) >= MCP_DAEMON_QUEUE_MAX) {
-		*errkind = "busy";
-		*why = xasprintf("%zu bytes already wait to be sent to gbrd; "
-		    "try again shortly", mcp_buf_pending(&m->dout));
-		return -1;
-	}
-	req = rpc_request(m->next_did, c->method, c->params != NULL ?
-	    json_incref(c->params) : NULL);
-	len = mcp_buf_add_json(&m->dout, req);
-	json_decref(req);
-	if (len > m->dmax_line) {
-		/* Taken back (the last len bytes) before any was written. */
-		m->dout.len -= len;
-		*errkind = "too_large";
-		*why = xasprintf("the call is %zu bytes encoded; gbrd takes at "
-		    "most %zu per message", len, m->dmax_line);
-		return -1;
-	}
-	c->did = m->next_did++;
-	return 0;
-}
-
-/*
- * Connects again, trying for a few seconds: a gbrd killed a moment ago may
- * still hold its socket, and a new one takes a moment to start.
- */
-static int
-mcp_ensure_patiently(struct mcp *m, char **cause)
-{
-	int	i, wait_ms = 100;
-
-	for (i = 0; i < MCP_RECONNECT_TRIES; i++) {
-		if (mcp_ensure(m, cause) == 0)
-			return 0;
-		if (i + 1 == MCP_RECONNECT_TRIES)
-			break;
-		free(*cause);
-		poll(NULL, 0, wait_ms);
-		wait_ms *= 2;
-	}
-	return -1;
-}
-
-/*
- * Sends a request to gbrd and records it. Steals params. Returns the call,
- * or NULL with *kind and *why (the caller frees), as mcp_daemon_send.
- */
-static struct mcp_call *
-mcp_daemon_call(struct mcp *m, enum mcp_call_kind kind, const char *method,
-    json_t *params, const char **errkind, char **why)
-{
-	struct mcp_call	*c;
-
-	c = xcalloc(1, sizeof *c);
-	c->kind = kind;
-	c->method = xstrdup(method);
-	c->params = params;
-	c->started_ms = mcp_now_ms();
-	TAILQ_INSERT_TAIL(&m->calls, c, entry);
-	m->ncalls++;
-	if (mcp_daemon_send(m, c, errkind, why) != 0) {
-		mcp_call_free(m, c);
-		return NULL;
-	}
-	return c;
-}
-
-/*
- * Asks gbrd for another session on the workspace: any open one after ours
- * was closed, a new one (fresh) after ours filled its history. A tools/call
- * that comes meanwhile is held until gbrd answers (mcp_release_held).
- */
-static void
-mcp_refresh_session(struct mcp *m, int fresh)
-{
-	json_t		*params;
-	const char	*kind;
-	char		*why;
-
-	if (m->workspace == NULL || m->refreshing || m->cl == NULL)
-		return;
-	params = json_pack("{s:s, s:b}", "workspace", m->workspace, "reuse",
-	    !fresh);
-	if (m->env != NULL)
-		json_object_set_new(params, "env", json_string(m->env));
-	if (mcp_daemon_call(m, MCP_CALL_SESSION, "session.create", params,
-	    &kind, &why) == NULL) {
-		mcp_log("cannot ask for a new session: %s", why);
-		free(why);
-		return;
-	}
-	m->refreshing = 1;
 }
 
 /* initialize: version negotiation, capabilities, who we are. */
@@ -750,229 +347,6 @@ mcp_initialize(struct mcp *m, json_t *id, json_t *params)
 	    "human approvals", "version", PACKAGE_VERSION,
 	    "instructions", instructions));
 	free(instructions);
-}
-
-/* tools/list: gbrd's tool.list, already in the MCP shape. */
-static void
-mcp_tools_list(struct mcp *m, json_t *id, json_t *params)
-{
-	struct mcp_call	*c;
-	const char	*kind;
-	char		*why;
-
-	if (json_object_get(params, "cursor") != NULL) {
-		/* We never hand out a cursor, so none is valid. */
-		mcp_error(m, id, RPC_INVALID_PARAMS, "invalid_params",
-		    json_pack("{s:s}", "field", "cursor"), "unknown cursor");
-		return;
-	}
-	if (m->ncalls >= MCP_CALLS_MAX) {
-		mcp_error(m, id, RPC_INTERNAL_ERROR, "busy", NULL,
-		    "%u requests already wait on gbrd", m->ncalls);
-		return;
-	}
-	if (mcp_ensure(m, &why) != 0) {
-		mcp_error(m, id, RPC_INTERNAL_ERROR, "unavailable", NULL,
-		    "cannot reach gbrd: %s", why);
-		free(why);
-		return;
-	}
-	c = mcp_daemon_call(m, MCP_CALL_LIST, "tool.list", NULL, &kind, &why);
-	if (c == NULL) {
-		mcp_error(m, id, RPC_INTERNAL_ERROR, kind, NULL, "%s", why);
-		free(why);
-		return;
-	}
-	c->id = json_incref(id);
-}
-
-/*
- * Finds a string holding a NUL byte anywhere in v (gbr's protocol cannot
- * carry one: jansson refuses it). Returns the key it was under, "" at the
- * top, or NULL when there is none.
- */
-static const char *
-mcp_find_nul(json_t *v, const char *under)
-{
-	const char	*key, *r;
-	json_t		*sub;
-	size_t		 i;
-
-	if (json_is_string(v))
-		return memchr(json_string_value(v), '\0',
-		    json_string_length(v)) != NULL ? under : NULL;
-	if (json_is_object(v)) {
-		json_object_foreach(v, key, sub) {
-			if ((r = mcp_find_nul(sub, key)) != NULL)
-				return r;
-		}
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, sub) {
-			if ((r = mcp_find_nul(sub, under)) != NULL)
-				return r;
-		}
-	}
-	return NULL;
-}
-
-/* tools/call: gbrd's tool.call on our session. */
-static void
-mcp_tools_call(struct mcp *m, json_t *id, json_t *params)
-{
-	json_t		*name = json_object_get(params, "name");
-	json_t		*args = json_object_get(params, "arguments");
-	json_t		*meta = json_object_get(params, "_meta");
-	json_t		*token = json_object_get(meta, "progressToken");
-	json_t		*req;
-	struct mcp_call	*c;
-	struct mcp_held	*h;
-	const char	*kind, *field;
-	char		*why, *shown, rid[48];
-
-	if (!json_is_string(name) || json_string_length(name) == 0 ||
-	    memchr(json_string_value(name), '\0', json_string_length(name)) !=
-	    NULL) {
-		mcp_error(m, id, RPC_INVALID_PARAMS, "invalid_params",
-		    json_pack("{s:s}", "field", "name"), "name must be a tool's "
-		    "name (tools/list has them)");
-		return;
-	}
-	if (args != NULL && !json_is_object(args) && !json_is_null(args)) {
-		mcp_error(m, id, RPC_INVALID_PARAMS, "invalid_params",
-		    json_pack("{s:s}", "field", "arguments"), "arguments must "
-		    "be an object");
-		return;
-	}
-	if (token != NULL && !json_is_string(token) && !json_is_integer(token)) {
-		mcp_error(m, id, RPC_INVALID_PARAMS, "invalid_params",
-		    json_pack("{s:s}", "field", "_meta.progressToken"),
-		    "progressToken must be a string or an integer");
-		return;
-	}
-	if (m->ncalls + m->nheld >= MCP_CALLS_MAX) {
-		why = xasprintf("%u calls already wait on gbrd; try again when "
-		    "one is done", m->ncalls + m->nheld);
-		mcp_tool_error(m, id, "busy", why, NULL);
-		free(why);
-		return;
-	}
-	if ((field = mcp_find_nul(args, "")) != NULL) {
-		/*
-		 * gbr's protocol never carries a NUL byte (jansson refuses it),
-		 * so such a call cannot reach gbrd: it is refused here, as the
-		 * sandbox's lexical gate would refuse it in a path.
-		 */
-		why = xasprintf("argument '%s' holds a NUL byte, which no path "
-		    "or text sent to gbr may contain", field);
-		mcp_tool_error(m, id, strcmp(field, "path") == 0 ?
-		    "invalid_path" : "invalid_params", why, json_pack("{s:s}",
-		    "field", field));
-		free(why);
-		return;
-	}
-	if (m->refreshing) {
-		/* The session is changing: the call waits for the new one. */
-		h = xcalloc(1, sizeof *h);
-		h->id = json_incref(id);
-		h->params = json_incref(params);
-		TAILQ_INSERT_TAIL(&m->held, h, entry);
-		m->nheld++;
-		return;
-	}
-	if (mcp_ensure(m, &why) != 0) {
-		shown = xasprintf("cannot reach gbrd: %s", why);
-		mcp_tool_error(m, id, "unavailable", shown, NULL);
-		free(shown);
-		free(why);
-		return;
-	}
-	snprintf(rid, sizeof rid, "mcp-%s-%llu", m->rid_prefix, ++m->rid_next);
-	req = json_pack("{s:s, s:O, s:o, s:s}", "session", m->session, "tool",
-	    name, "args", json_is_object(args) ? json_incref(args) :
-	    json_object(), "request_id", rid);
-	c = mcp_daemon_call(m, MCP_CALL_TOOL, "tool.call", req, &kind, &why);
-	if (c == NULL) {
-		mcp_tool_error(m, id, kind, why, NULL);
-		free(why);
-		return;
-	}
-	c->id = json_incref(id);
-	c->tool = xstrdup(json_string_value(name));
-	if (json_is_string(json_object_get(args, "path")))
-		c->path = xstrdup(json_string_value(json_object_get(args,
-		    "path")));
-	memcpy(c->rid, rid, sizeof c->rid);
-	if (token != NULL) {
-		c->token = json_incref(token);
-		c->progress_ms = c->started_ms + MCP_PROGRESS_MS;
-	}
-	if (m->verbose)
-		mcp_log("tools/call %s -> tool.call %lld", c->tool, c->did);
-}
-
-/* Sends the calls held while the session changed (or frees them). */
-static void
-mcp_release_held(struct mcp *m, int send)
-{
-	struct mcp_held	*h;
-
-	while ((h = TAILQ_FIRST(&m->held)) != NULL) {
-		TAILQ_REMOVE(&m->held, h, entry);
-		m->nheld--;
-		if (send)
-			mcp_tools_call(m, h->id, h->params);
-		json_decref(h->id);
-		json_decref(h->params);
-		free(h);
-	}
-}
-
-/* notifications/cancelled: never answer that request; gbrd gives up too. */
-static void
-mcp_cancelled(struct mcp *m, json_t *params)
-{
-	json_t		*rid = json_object_get(params, "requestId");
-	struct mcp_call	*c;
-	struct mcp_held	*h;
-	const char	*kind;
-	char		*why;
-
-	if (rid == NULL)
-		return;
-	TAILQ_FOREACH(h, &m->held, entry) {
-		if (json_equal(h->id, rid)) {
-			TAILQ_REMOVE(&m->held, h, entry);
-			m->nheld--;
-			json_decref(h->id);
-			json_decref(h->params);
-			free(h);
-			return;
-		}
-	}
-	TAILQ_FOREACH(c, &m->calls, entry) {
-		if (c->id == NULL || c->cancelled || !json_equal(c->id, rid))
-			continue;
-		/*
-		 * The client will never read the reply. gbrd is asked to give
-		 * up too (tool.cancel): a pending approval is withdrawn, a
-		 * running command stopped. A call that already finished stays
-		 * done and recorded; its reply is dropped here.
-		 */
-		c->cancelled = 1;
-		if (m->verbose || c->approval != NULL)
-			mcp_log("call %s cancelled by the client%s%s", c->tool !=
-			    NULL ? c->tool : "tools/list", c->approval != NULL ?
-			    "; withdrawing approval " : "",
-			    c->approval != NULL ? c->approval : "");
-		if (c->kind == MCP_CALL_TOOL && m->session != NULL &&
-		    mcp_daemon_call(m, MCP_CALL_CANCEL, "tool.cancel",
-		    json_pack("{s:s, s:s}", "session", m->session,
-		    "request_id", c->rid), &kind, &why) == NULL) {
-			mcp_log("cannot ask gbrd to cancel %s: %s", c->rid, why);
-			free(why);
-		}
-		return;
-	}
 }
 
 /* Handles one line from the client. */
@@ -1140,446 +514,6 @@ mcp_client_read(struct mcp *m)
 		m->in_cap = 2 * MCP_READ_CHUNK;
 		m->in_buf = xreallocarray(m->in_buf, 1, m->in_cap);
 	}
-}
-
-/* The text a model reads for a successful tool result. */
-static char *
-mcp_result_text(const char *tool, json_t *result)
-{
-	json_t		*content = json_object_get(result, "content");
-	json_t		*next = json_object_get(result, "next_offset");
-	char		*s;
-
-	/* read_file's text is the file itself, not JSON around it. */
-	if (strcmp(tool, "read_file") == 0 && json_is_string(content)) {
-		if (json_is_true(json_object_get(result, "truncated")) &&
-		    json_is_integer(next))
-			return xasprintf("%s\n[gbr: the file goes on: %lld "
-			    "lines in all; read_file with offset %lld for "
-			    "more]", json_string_value(content), (long long)
-			    json_integer_value(json_object_get(result,
-			    "total_lines")), (long long)json_integer_value(next));
-		return xstrdup(json_string_value(content));
-	}
-	s = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);
-	return s != NULL ? s : xstrdup("{}");
-}
-
-/* The reply to a tool.call: a tool result, or a protocol error. */
-static void
-mcp_tool_reply(struct mcp *m, struct mcp_call *c, json_t *msg)
-{
-	json_t		*err = json_object_get(msg, "error");
-	json_t		*data = json_object_get(err, "data");
-	json_t		*res, *r, *sc;
-	const char	*kind, *text, *limit;
-	char		*body, *more = NULL;
-
-	if (err == NULL) {
-		r = json_object_get(json_object_get(msg, "result"), "result");
-		body = mcp_result_text(c->tool, r);
-		res = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
-		    "text", "text", body, "isError", 0);
-		free(body);
-		if (m->structured) {
-			sc = json_is_object(r) ? json_copy(r) :
-			    json_pack("{s:O}", "result", r != NULL ? r :
-			    json_null());
-			/* read_file's text block is the content: not twice. */
-			if (strcmp(c->tool, "read_file") == 0)
-				json_object_del(sc, "content");
-			json_object_set_new(res, "structuredContent", sc);
-		}
-		r = json_object_get(json_object_get(msg, "result"), "call_id");
-		if (json_is_string(r))
-			json_object_set_new(res, "_meta", json_pack("{s:O}",
-			    "gbr/call_id", r));
-		mcp_result(m, c->id, res);
-		return;
-	}
-	kind = json_string_value(json_object_get(data, "kind"));
-	text = json_string_value(json_object_get(err, "message"));
-	if (kind == NULL)
-		kind = "internal_error";
-	if (text == NULL)
-		text = "the tool failed";
-	if (strcmp(kind, "method_not_found") == 0) {
-		/* An unknown tool is a protocol error in MCP. */
-		body = mcp_shown(c->tool, 128);
-		mcp_error(m, c->id, RPC_INVALID_PARAMS, "invalid_params",
-		    json_pack("{s:s, s:s}", "field", "name", "tool", body),
-		    "unknown tool '%s' (tools/list has them)", body);
-		free(body);
-		return;
-	}
-	if (strcmp(kind, "session_not_found") == 0) {
-		mcp_log("session %s is gone (closed?)%s", m->session,
-		    m->workspace != NULL ? "; asking gbrd for another" : "");
-		mcp_refresh_session(m, 0);
-	}
-	if (strcmp(kind, "limit_reached") == 0 && (limit = json_string_value(
-	    json_object_get(data, "limit"))) != NULL &&
-	    strncmp(limit, "history", 7) == 0) {
-		/*
-		 * A session's history is bounded (every call and result is in
-		 * it), and an MCP client may call tools all day: go on in a
-		 * new session. This call may or may not have run, so it is not
-		 * sent again: the model is told to call again.
-		 */
-		mcp_log("session %s is full (%s)%s", m->session, limit,
-		    m->workspace != NULL ? "; starting a new one on the "
-		    "workspace" : "; start gbrctl mcp on another session");
-		if (m->workspace != NULL && !m->refreshing) {
-			mcp_refresh_session(m, 1);
-			more = xasprintf("%s (gbr goes on in a new session: if "
-			    "the call did not happen, make it again)", text);
-			text = more;
-		}
-	}
-	/*
-	 * Everything else is the tool's own failure: the sandbox's refusals,
-	 * a human's denial, arguments outside the schema (MCP 2025-11-25
-	 * calls these tool execution errors so the model can correct itself).
-	 */
-	if (json_is_object(data)) {
-		data = json_deep_copy(data);
-		json_object_del(data, "kind");
-	} else
-		data = NULL;
-	mcp_tool_error(m, c->id, kind, text, data);
-	free(more);
-}
-
-/* A reply from gbrd: finish the call it answers. */
-static void
-mcp_daemon_reply(struct mcp *m, json_t *msg)
-{
-	json_t		*id = json_object_get(msg, "id"), *res;
-	struct mcp_call	*c;
-
-	if (!json_is_integer(id)) {
-		/* gbrd could not tie an error to a request: it is broken. */
-		mcp_log("gbrd sent an error for no request: %s (%s)",
-		    client_error_message(msg) != NULL ?
-		    client_error_message(msg) : "?",
-		    client_error_kind(msg) != NULL ? client_error_kind(msg) :
-		    "?");
-		return;
-	}
-	TAILQ_FOREACH(c, &m->calls, entry) {
-		if (c->did == json_integer_value(id))
-			break;
-	}
-	if (c == NULL)
-		return;
-	if (m->verbose)
-		mcp_log("gbrd answered %lld (%s) after %lld ms", c->did,
-		    c->tool != NULL ? c->tool : "-", mcp_now_ms() - c->started_ms);
-	if (c->cancelled) {
-		mcp_call_free(m, c);
-		return;
-	}
-	switch (c->kind) {
-	case MCP_CALL_TOOL:
-		mcp_tool_reply(m, c, msg);
-		break;
-	case MCP_CALL_LIST:
-		res = json_object_get(msg, "result");
-		if (!json_is_array(json_object_get(res, "tools")))
-			mcp_error(m, c->id, RPC_INTERNAL_ERROR,
-			    client_error_kind(msg) != NULL ?
-			    client_error_kind(msg) : "internal_error", NULL,
-			    "gbrd's tool.list failed: %s",
-			    client_error_message(msg) != NULL ?
-			    client_error_message(msg) : "no tools");
-		else
-			mcp_result(m, c->id, json_pack("{s:O}", "tools",
-			    json_object_get(res, "tools")));
-		break;
-	case MCP_CALL_CANCEL:
-		if (m->verbose)
-			mcp_log("tool.cancel: %s", json_is_true(json_object_get(
-			    json_object_get(msg, "result"), "cancelled")) ?
-			    "cancelled" : "nothing in flight");
-		break;
-	case MCP_CALL_SESSION:
-		m->refreshing = 0;
-		res = json_object_get(json_object_get(msg, "result"), "id");
-		if (json_is_string(res)) {
-			free(m->session);
-			m->session = xstrdup(json_string_value(res));
-			mcp_log("now using session %s", m->session);
-		} else
-			mcp_log("no new session: %s (%s)",
-			    client_error_message(msg) != NULL ?
-			    client_error_message(msg) : "?",
-			    client_error_kind(msg) != NULL ?
-			    client_error_kind(msg) : "?");
-		/* The held calls go now (to the old session if none came). */
-		mcp_release_held(m, 1);
-		break;
-	}
-	mcp_call_free(m, c);
-}
-
-/*
- * Finds the call an approval.requested event is about. gbrd sends it only
- * to the connection that made the call, so it is one of ours: the one with
- * its request_id, else the one waiting for that tool on that path, else
- * the oldest one of that tool that waits on no approval yet.
- */
-static struct mcp_call *
-mcp_approval_call(struct mcp *m, json_t *a)
-{
-	const char	*rid = json_string_value(json_object_get(a, "request_id"));
-	const char	*tool = json_string_value(json_object_get(a, "tool"));
-	const char	*path = json_string_value(json_object_get(a, "path"));
-	struct mcp_call	*c, *first = NULL;
-	size_t		 pl, cl;
-
-	TAILQ_FOREACH(c, &m->calls, entry) {
-		if (c->kind != MCP_CALL_TOOL)
-			continue;
-		if (rid != NULL && strcmp(c->rid, rid) == 0)
-			return c;
-		if (rid != NULL || c->approval != NULL || tool == NULL ||
-		    strcmp(c->tool, tool) != 0)
-			continue;
-		if (path != NULL && c->path != NULL) {
-			/* gbrd shows the canonical path; ours may be relative. */
-			pl = strlen(path);
-			cl = strlen(c->path);
-			if (strcmp(path, c->path) == 0 || (pl > cl &&
-			    strcmp(path + pl - cl, c->path) == 0 &&
-			    path[pl - cl - 1] == '/'))
-				return c;
-		}
-		if (first == NULL)
-			first = c;
-	}
-	return first;
-}
-
-/*
- * A call waits for a human: progress says so at once and every 2 s, with
- * the commands that answer. what (the path or command) may come later.
- */
-static void
-mcp_wait_approval(struct mcp *m, struct mcp_call *c, const char *aid,
-    const char *what)
-{
-	char	*shown, *tool;
-
-	if (c->approval != NULL && strcmp(c->approval, aid) == 0 &&
-	    (what == NULL || c->described))
-		return;
-	free(c->approval);
-	c->approval = xstrdup(aid);
-	shown = mcp_shown(what != NULL ? what : "", 256);
-	tool = mcp_shown(c->tool, 64);
-	free(c->waiting);
-	c->waiting = xasprintf("waiting for a human to approve %s%s%s "
-	    "(gbrctl approve %s, or gbrctl deny %s)", tool,
-	    *shown != '\0' ? " " : "", shown, aid, aid);
-	c->described = what != NULL;
-	mcp_log("%s", c->waiting);
-	free(shown);
-	free(tool);
-	mcp_progress(m, c, mcp_now_ms());
-}
-
-/*
- * tool.progress from gbrd: the tool.call with this request id waits for
- * the approval it names.
- */
-static void
-mcp_daemon_progress(struct mcp *m, json_t *params)
-{
-	json_t		*id = json_object_get(params, "id");
-	const char	*aid = json_string_value(json_object_get(params,
-			    "approval_id"));
-	struct mcp_call	*c;
-
-	if (!json_is_integer(id) || aid == NULL ||
-	    !mcp_streq(json_object_get(params, "state"), "awaiting_approval"))
-		return;
-	TAILQ_FOREACH(c, &m->calls, entry) {
-		if (c->kind == MCP_CALL_TOOL && c->did == json_integer_value(id)) {
-			mcp_wait_approval(m, c, aid, NULL);
-			return;
-		}
-	}
-}
-
-/* An event from gbrd: approvals say what a call waits for. */
-static void
-mcp_daemon_event(struct mcp *m, json_t *params)
-{
-	json_t		*type = json_object_get(params, "type");
-	json_t		*a = json_object_get(params, "approval");
-	struct mcp_call	*c;
-	const char	*aid, *what, *state;
-
-	if (mcp_streq(type, "evicted")) {
-		mcp_log("gbrd evicted us: %s", json_string_value(json_object_get(
-		    params, "reason")) != NULL ? json_string_value(
-		    json_object_get(params, "reason")) : "?");
-		return;
-	}
-	if (!json_is_object(a))
-		a = params;
-	aid = json_string_value(json_object_get(a, "id"));
-	if (aid == NULL)
-		aid = json_string_value(json_object_get(params, "approval_id"));
-	if (mcp_streq(type, "approval.requested") && aid != NULL) {
-		if ((c = mcp_approval_call(m, a)) == NULL)
-			return;
-		what = json_string_value(json_object_get(a, "path"));
-		if (what == NULL)
-			what = json_string_value(json_object_get(a, "command"));
-		mcp_wait_approval(m, c, aid, what);
-		return;
-	}
-	if (mcp_streq(type, "approval.resolved") && aid != NULL) {
-		TAILQ_FOREACH(c, &m->calls, entry) {
-			if (c->approval != NULL && strcmp(c->approval, aid) == 0)
-				break;
-		}
-		if (c == NULL)
-			return;
-		state = json_string_value(json_object_get(a, "state"));
-		if (state == NULL)
-			state = json_string_value(json_object_get(a, "decision"));
-		free(c->waiting);
-		c->waiting = xasprintf("approval %s %s; %s goes on", aid,
-		    state != NULL ? state : "resolved", c->tool);
-		mcp_progress(m, c, mcp_now_ms());
-	}
-}
-
-/* Framer callback: one line from gbrd. */
-static int
-mcp_daemon_line(void *arg, const char *line, size_t len)
-{
-	struct mcp	*m = arg;
-	struct rpc_msg	 msg;
-	json_t		*err;
-
-	if (rpc_parse_from_daemon(line, len, &msg, &err) != 0) {
-		json_decref(err);
-		mcp_log("gbrd sent a line that is not JSON-RPC");
-		return 0;
-	}
-	if (msg.kind == RPC_RESPONSE)
-		mcp_daemon_reply(m, msg.root);
-	else if (msg.method != NULL && strcmp(msg.method, "event") == 0)
-		mcp_daemon_event(m, msg.params);
-	else if (msg.method != NULL && strcmp(msg.method, "tool.progress") == 0)
-		mcp_daemon_progress(m, msg.params);
-	rpc_msg_release(&msg);
-	return 0;
-}
-
-/*
- * gbrd went away (it stopped, crashed or closed us). Every call still
- * waiting gets an answer now: whether its tool ran is unknown, so the
- * result says where to look rather than guess. The next request connects
- * again (starting gbrd if needed).
- */
-static void
-mcp_daemon_lost(struct mcp *m, const char *why)
-{
-	struct mcp_calls carried = TAILQ_HEAD_INITIALIZER(carried);
-	struct mcp_call	*c;
-	const char	*kind;
-	char		*text, *cause;
-
-	mcp_log("lost gbrd: %s", why);
-	while ((c = TAILQ_FIRST(&m->calls)) != NULL) {
-		/*
-		 * A call waiting for a human is a durable approval in gbrd's
-		 * log: sent again with its request_id after gbrd is back, it
-		 * is adopted and the decision still reaches the client. Any
-		 * other call may have been running: its outcome is unknown
-		 * and it is never sent again.
-		 */
-		if (c->kind == MCP_CALL_TOOL && c->approval != NULL &&
-		    !c->cancelled) {
-			TAILQ_REMOVE(&m->calls, c, entry);
-			TAILQ_INSERT_TAIL(&carried, c, entry);
-			continue;
-		}
-		if (c->cancelled || c->id == NULL)
-			;
-		else if (c->kind == MCP_CALL_TOOL) {
-			text = xasprintf("gbrd closed the connection during the "
-			    "call (%s); whether %s ran is unknown: see `gbrctl "
-			    "history %s`", why, c->tool, m->session);
-			mcp_tool_error(m, c->id, "unavailable", text, NULL);
-			free(text);
-		} else
-			mcp_error(m, c->id, RPC_INTERNAL_ERROR, "unavailable",
-			    NULL, "gbrd closed the connection: %s", why);
-		mcp_call_free(m, c);
-	}
-	m->refreshing = 0;
-	client_free(m->cl);
-	m->cl = NULL;
-	m->dfd = -1;
-	frame_free(m->dframe);
-	m->dframe = NULL;
-	mcp_buf_release(&m->dout);
-	if (!TAILQ_EMPTY(&carried) && mcp_ensure_patiently(m, &cause) != 0) {
-		while ((c = TAILQ_FIRST(&carried)) != NULL) {
-			TAILQ_REMOVE(&carried, c, entry);
-			TAILQ_INSERT_TAIL(&m->calls, c, entry);
-			text = xasprintf("gbrd went away while %s waited for "
-			    "approval %s and cannot be reached again (%s); the "
-			    "approval stays in gbrd's log (gbrctl approvals)",
-			    c->tool, c->approval, cause);
-			mcp_tool_error(m, c->id, "unavailable", text, NULL);
-			free(text);
-			mcp_call_free(m, c);
-		}
-		free(cause);
-	}
-	while ((c = TAILQ_FIRST(&carried)) != NULL) {
-		TAILQ_REMOVE(&carried, c, entry);
-		TAILQ_INSERT_TAIL(&m->calls, c, entry);
-		if (mcp_daemon_send(m, c, &kind, &text) != 0) {
-			mcp_tool_error(m, c->id, kind, text, NULL);
-			free(text);
-			mcp_call_free(m, c);
-			continue;
-		}
-		mcp_log("asked gbrd again for %s, which waits for approval %s",
-		    c->tool, c->approval);
-	}
-	/* Held calls never reached gbrd: they go on a new connection. */
-	mcp_release_held(m, 1);
-}
-
-/* Reads what gbrd sent. */
-static void
-mcp_daemon_read(struct mcp *m)
-{
-	char	buf[MCP_READ_CHUNK];
-	ssize_t	n;
-
-	n = read(m->dfd, buf, sizeof buf);
-	if (n < 0) {
-		if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-			return;
-		mcp_daemon_lost(m, strerror(errno));
-		return;
-	}
-	if (n == 0) {
-		mcp_daemon_lost(m, "end of stream");
-		return;
-	}
-	if (frame_feed(m->dframe, buf, (size_t)n, mcp_daemon_line, m) ==
-	    FRAME_TOO_LARGE)
-		mcp_daemon_lost(m, "it sent an over-long line");
 }
 
 /*
@@ -1824,3 +758,4 @@ out:
 	free(m.session);
 	return rc;
 }
+

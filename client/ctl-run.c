@@ -3,10 +3,12 @@
  * session exactly as the agent's run_command would (tool.call, so the
  * session's sandbox, limits, deny_commands and ask_commands apply), then
  * prints its stdout and stderr to ours. No shell is involved: ARGV is the
- * argument vector. Exit status: 0 if the command exited 0; 1 if it exited
- * otherwise, was killed, timed out, or the daemon refused it (the reason
- * on stderr); 2 usage; 3 the daemon cannot be reached. With --json the
- * whole tool.call response is printed instead, as one line.
+ * argument vector. Exit status, as timeout(1) and env(1) tell theirs
+ * apart: the command's own; 128+N if signal N killed it; 124 if it timed
+ * out; 127 if there is no such program; 125 for gbrctl's and gbrd's own
+ * failures (usage, no daemon, a refusal: the reason on stderr, after
+ * "gbrctl:"). With --json the whole tool.call response is printed
+ * instead, as one line, with the same exit status.
  */
 #include "gbr-config.h"
 
@@ -22,6 +24,10 @@
 
 /* Slack over the command's own limit while waiting for the answer. */
 #define CTL_RUN_SLACK_MS	30000
+/* Exit statuses of gbrctl run (see the top of the file). */
+#define CTL_RUN_TIMEOUT		124
+#define CTL_RUN_FAILED		125	/* gbrctl's or gbrd's own failure */
+#define CTL_RUN_NOT_FOUND	127
 
 /* Decodes base64 into out (at least 3/4 of len); returns the length or -1. */
 static long
@@ -89,6 +95,7 @@ ctl_run_report(const json_t *r)
 {
 	const json_t	*code = json_object_get(r, "exit_code");
 	const char	*sig = json_string_value(json_object_get(r, "signal"));
+	json_int_t	 num;
 
 	if (json_is_true(json_object_get(r, "truncated")))
 		fprintf(stderr, "gbrctl: output truncated (%lld bytes of stdout "
@@ -96,12 +103,29 @@ ctl_run_report(const json_t *r)
 		    json_object_get(r, "stdout_bytes")));
 	if (json_is_integer(code) && json_integer_value(code) == 0)
 		return CTL_EXIT_OK;
-	if (json_is_integer(code))
+	if (json_is_integer(code)) {
 		fprintf(stderr, "gbrctl: exit status %lld\n",
 		    (long long)json_integer_value(code));
-	else if (sig != NULL)
+		return (int)(json_integer_value(code) & 0xff);
+	}
+	if (sig != NULL)
 		fprintf(stderr, "gbrctl: killed by %s\n", sig);
-	return CTL_EXIT_ERROR;
+	num = json_integer_value(json_object_get(r, "signal_number"));
+	return num > 0 && num < 128 ? 128 + (int)num : CTL_RUN_FAILED;
+}
+
+/* The exit status for an error reply (see the top of the file). */
+static int
+ctl_run_error_status(const json_t *reply)
+{
+	const char	*kind = client_error_kind(reply);
+
+	if (kind != NULL && strcmp(kind, "timeout") == 0)
+		return CTL_RUN_TIMEOUT;
+	if (kind != NULL && (strcmp(kind, "command_not_found") == 0 ||
+	    strcmp(kind, "interpreter_not_found") == 0))
+		return CTL_RUN_NOT_FOUND;
+	return CTL_RUN_FAILED;
 }
 
 /* run SESSION [--timeout-ms MS] -- ARGV... */
@@ -127,7 +151,7 @@ ctl_run(struct ctl *ctl, int argc, char **argv)
 		    t > 86400000) {
 			fprintf(stderr, "gbrctl: --timeout-ms takes milliseconds "
 			    "from 1 to 86400000\n");
-			return CTL_EXIT_USAGE;
+			return CTL_RUN_FAILED;
 		}
 		i++;
 	}
@@ -155,11 +179,12 @@ ctl_run(struct ctl *ctl, int argc, char **argv)
 	if (reply == NULL) {
 		fprintf(stderr, "gbrctl: %s\n", cause);
 		free(cause);
-		return CTL_EXIT_UNREACHABLE;
+		return CTL_RUN_FAILED;
 	}
 	if (ctl->json) {
 		ctl_print_json(reply);
-		rc = json_object_get(reply, "error") != NULL ? CTL_EXIT_ERROR :
+		rc = json_object_get(reply, "error") != NULL ?
+		    ctl_run_error_status(reply) :
 		    ctl_run_report(json_object_get(json_object_get(reply,
 		    "result"), "result"));
 		json_decref(reply);
@@ -175,8 +200,9 @@ ctl_run(struct ctl *ctl, int argc, char **argv)
 		    client_error_message(reply) : "error",
 		    client_error_kind(reply) != NULL ?
 		    client_error_kind(reply) : "?");
+		rc = ctl_run_error_status(reply);
 		json_decref(reply);
-		return CTL_EXIT_ERROR;
+		return rc;
 	}
 	r = json_object_get(json_object_get(reply, "result"), "result");
 	ctl_run_stream(r, "stdout", stdout);
@@ -188,5 +214,5 @@ ctl_run(struct ctl *ctl, int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: gbrctl run SESSION [--timeout-ms MS] -- "
 	    "PROGRAM [ARGS...]\n");
-	return CTL_EXIT_USAGE;
+	return CTL_RUN_FAILED;
 }

@@ -32,6 +32,7 @@ struct ctl_opts {
 	long long	 after;		/* -1: none */
 	long long	 limit;		/* -1: none */
 	int		 no_wait;
+	int		 events;	/* --events */
 	char		*pos[4];	/* positional arguments */
 	int		 npos;
 };
@@ -91,10 +92,13 @@ ctl_parse(int argc, char **argv, const char *allowed, struct ctl_opts *o,
 		opt[n] = '\0';
 		if (strstr(allowed, opt) == NULL)
 			goto bad;
-		if (strcmp(opt, "--no-wait") == 0) {
+		if (strcmp(opt, "--no-wait") == 0 || strcmp(opt, "--events") == 0) {
 			if (eq != NULL)
 				goto bad;
-			o->no_wait = 1;
+			if (opt[2] == 'n')
+				o->no_wait = 1;
+			else
+				o->events = 1;
 			continue;
 		}
 		if (eq != NULL)
@@ -214,8 +218,8 @@ ctl_session_list(struct ctl *ctl, int argc, char **argv)
 	return CTL_EXIT_OK;
 }
 
-/* Reads all of stdin, bounded. */
-static char *
+/* Reads all of stdin, bounded (see ctl.h). */
+char *
 ctl_read_stdin(void)
 {
 	size_t	 len = 0, cap = 4096;
@@ -254,15 +258,32 @@ ctl_read_stdin(void)
 	return buf;
 }
 
+/* How to answer an approval a turn waits for, from another shell. */
+static void
+ctl_approval_hint(const json_t *a)
+{
+	const char	*id = json_string_value(json_object_get(a, "id"));
+	size_t		 i;
+
+	if (id == NULL)
+		return;
+	for (i = 0; id[i] != '\0'; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') ||
+		    (id[i] >= 'a' && id[i] <= 'z')) || i >= 64)
+			return;		/* not an id we would print as is */
+	printf("  the turn waits: gbrctl approve %s | gbrctl deny %s [REASON] "
+	    "| gbrctl edit %s\n", id, id, id);
+}
+
 /*
  * Waits for turn `turn` to end, printing its events. Returns the exit
  * code: 0 if the turn completed, 1 if it ended otherwise.
  */
 static int
 ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
-    json_int_t turn)
+    json_int_t turn, int events)
 {
-	struct render	 rd = { stdout, 0, 0, 1, 0 };
+	struct render	 rd = { .out = stdout, .quiet_local = 1 };
 	json_t		*res, *msg, *p, *answer = json_array(), *errors = json_array();
 	const char	*type, *state, *outcome = "unknown", *role;
 	char		*cause = NULL;
@@ -279,8 +300,15 @@ ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
 	while (!done && (msg = client_read(ctl->cl, -1, &cause)) != NULL) {
 		p = json_object_get(msg, "params");
 		type = json_string_value(json_object_get(p, "type"));
+		/*
+		 * Attached after the send's own seq, every event is of this
+		 * turn or later: those that name another turn are skipped;
+		 * those that name none (tool.call, tool.output, tool.result,
+		 * approvals) are this turn's while it runs.
+		 */
 		if (json_object_get(msg, "method") == NULL || type == NULL ||
-		    json_integer_value(json_object_get(p, "turn")) != turn) {
+		    (json_object_get(p, "turn") != NULL &&
+		    json_integer_value(json_object_get(p, "turn")) != turn)) {
 			if (type != NULL && (strcmp(type, "resync_required") == 0 ||
 			    strcmp(type, "evicted") == 0)) {
 				fprintf(stderr, "gbrctl: %s: the events of this "
@@ -291,6 +319,11 @@ ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
 			}
 			json_decref(msg);
 			continue;
+		}
+		if (events) {
+			/* One line per event as it comes, for programs. */
+			ctl_print_json(p);
+			fflush(stdout);
 		}
 		if (ctl->json) {
 			if (strcmp(type, "message") == 0 &&
@@ -306,8 +339,13 @@ ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
 		} else if (strcmp(type, "session.state") != 0 &&
 		    !(strcmp(type, "message") == 0 && (role = json_string_value(
 		    json_object_get(json_object_get(p, "message"), "role"))) != NULL &&
-		    strcmp(role, "user") == 0))
+		    strcmp(role, "user") == 0)) {
 			render_event(&rd, p);
+			if (strcmp(type, "approval.requested") == 0)
+				ctl_approval_hint(json_object_get(p, "approval"));
+			/* On a terminal too, streamed text shows as it comes. */
+			fflush(stdout);
+		}
 		if (strcmp(type, "session.state") == 0 &&
 		    (state = json_string_value(json_object_get(p, "state"))) != NULL &&
 		    strcmp(state, "running") != 0 &&
@@ -320,6 +358,7 @@ ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
 			    strcmp(outcome, "cancelled") == 0 ? "cancelled" :
 			    strcmp(outcome, "check_failed") == 0 ? "check_failed" :
 			    strcmp(outcome, "max_steps") == 0 ? "max_steps" :
+			    strcmp(outcome, "refused") == 0 ? "refused" :
 			    strcmp(outcome, "error") == 0 ? "error" :
 			    strcmp(state, "interrupted") == 0 ? "interrupted" :
 			    strcmp(state, "closed") == 0 ? "closed" : "ended";
@@ -353,7 +392,7 @@ ctl_wait_turn(struct ctl *ctl, const char *session, json_int_t seq,
 	return strcmp(outcome, "completed") == 0 ? CTL_EXIT_OK : CTL_EXIT_ERROR;
 }
 
-/* send [--no-wait] [--request-id ID] SESSION TEXT|- */
+/* send [--no-wait] [--events] [--request-id ID] SESSION TEXT|- */
 int
 ctl_session_send(struct ctl *ctl, int argc, char **argv)
 {
@@ -363,9 +402,12 @@ ctl_session_send(struct ctl *ctl, int argc, char **argv)
 	json_int_t	 seq, turn;
 	int		 r;
 
-	if (ctl_parse(argc, argv, "--no-wait --request-id", &o, 2, 2,
-	    "send [--no-wait] [--request-id ID] SESSION TEXT|-") != 0)
+	if (ctl_parse(argc, argv, "--no-wait --request-id --events", &o, 2, 2,
+	    "send [--no-wait] [--events] [--request-id ID] SESSION TEXT|-") != 0)
 		return CTL_EXIT_USAGE;
+	/* --events: every event a JSON line, then the summary as --json's. */
+	if (o.events)
+		ctl->json = 1;
 	if (strcmp(o.pos[1], "-") == 0 && (text = ctl_read_stdin()) == NULL)
 		return CTL_EXIT_USAGE;
 	params = json_pack("{s:s, s:s}", "session", o.pos[0], "text",
@@ -391,7 +433,7 @@ ctl_session_send(struct ctl *ctl, int argc, char **argv)
 	seq = json_integer_value(json_object_get(res, "seq"));
 	turn = json_integer_value(json_object_get(res, "turn"));
 	json_decref(res);
-	r = ctl_wait_turn(ctl, session, seq, turn);
+	r = ctl_wait_turn(ctl, session, seq, turn, o.events);
 	free(session);
 	return r;
 }
@@ -401,7 +443,7 @@ int
 ctl_session_attach(struct ctl *ctl, int argc, char **argv)
 {
 	struct ctl_opts	 o;
-	struct render	 rd = { stdout, 0, 0, 0, 0 };
+	struct render	 rd = { .out = stdout };
 	json_t		*params, *res, *msg, *p;
 	char		*cause = NULL;
 	int		 r;
@@ -438,7 +480,7 @@ int
 ctl_session_history(struct ctl *ctl, int argc, char **argv)
 {
 	struct ctl_opts	 o;
-	struct render	 rd = { stdout, 0, 0, 0, 0 };
+	struct render	 rd = { .out = stdout };
 	json_t		*params, *res, *m;
 	size_t		 i;
 	int		 r;

@@ -13,16 +13,22 @@
 #include "ctl.h"
 #include "xmalloc.h"
 
-/* tool SESSION NAME [JSON-ARGS] */
+/* tool SESSION NAME [JSON-ARGS|-] */
 int
 ctl_tool(struct ctl *ctl, int argc, char **argv)
 {
 	json_error_t	 jerr;
 	json_t		*args = NULL, *res;
+	char		*in = NULL;
 	int		 r;
 
 	if (argc == 3) {
-		args = json_loads(argv[2], JSON_REJECT_DUPLICATES, &jerr);
+		/* "-": from stdin, for arguments past the command line's limit. */
+		if (strcmp(argv[2], "-") == 0 && (in = ctl_read_stdin()) == NULL)
+			return CTL_EXIT_USAGE;
+		args = json_loads(in != NULL ? in : argv[2],
+		    JSON_REJECT_DUPLICATES, &jerr);
+		free(in);
 		if (args == NULL || !json_is_object(args)) {
 			fprintf(stderr, "gbrctl: JSON-ARGS must be a JSON object%s%s\n",
 			    args == NULL ? ": " : "", args == NULL ? jerr.text : "");
@@ -69,7 +75,7 @@ ctl_tools(struct ctl *ctl, int argc, char **argv)
 int
 ctl_env(struct ctl *ctl, int argc, char **argv)
 {
-	const char	*sub = argv[0], *method;
+	const char	*sub = argv[0], *method, *cur, *name;
 	json_t		*params, *res, *e;
 	char		*ws;
 	size_t		 i;
@@ -109,12 +115,17 @@ ctl_env(struct ctl *ctl, int argc, char **argv)
 	if (ctl->json)
 		ctl_print_json(res);
 	else if (strcmp(method, "env.list") == 0) {
-		json_array_foreach(json_object_get(res, "envs"), i, e)
-			printf("%-20s %s\n", json_string_value(json_object_get(e,
-			    "name")), json_is_true(json_object_get(e, "builtin")) ?
-			    "(built in)" : json_string_value(json_object_get(e,
-			    "file")) != NULL ? json_string_value(json_object_get(e,
-			    "file")) : "");
+		/* "*" marks the session's profile (a listing of a session). */
+		cur = json_string_value(json_object_get(res, "current"));
+		json_array_foreach(json_object_get(res, "envs"), i, e) {
+			name = json_string_value(json_object_get(e, "name"));
+			printf("%c %-20s %s\n", cur != NULL && name != NULL &&
+			    strcmp(cur, name) == 0 ? '*' : ' ', name != NULL ?
+			    name : "?", json_is_true(json_object_get(e,
+			    "builtin")) ? "(built in)" : json_string_value(
+			    json_object_get(e, "file")) != NULL ?
+			    json_string_value(json_object_get(e, "file")) : "");
+		}
 	} else
 		ctl_print_flat("", res);
 	json_decref(res);

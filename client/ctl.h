@@ -47,6 +47,8 @@ int	ctl_session_attach(struct ctl *, int, char **);
 int	ctl_session_history(struct ctl *, int, char **);
 int	ctl_session_cancel(struct ctl *, int, char **);
 int	ctl_session_close(struct ctl *, int, char **);
+/* All of stdin as a string (at most 16 MiB; NULL, said on stderr, if not). */
+char	*ctl_read_stdin(void);
 
 /* ctl-tool.c: tool, tools and env. */
 int	ctl_tool(struct ctl *, int, char **);

@@ -23,6 +23,7 @@
 #define EXIT_ERROR	CTL_EXIT_ERROR
 #define EXIT_USAGE	CTL_EXIT_USAGE
 #define EXIT_UNREACHABLE CTL_EXIT_UNREACHABLE
+#define CMD_FAILED	125	/* a CMD_OWN_STATUS command's own failure */
 
 struct cmd {
 	const char	*name;
@@ -32,6 +33,8 @@ struct cmd {
 	int		 flags;
 #define CMD_CONNECT	0x1	/* needs a connection to a running daemon */
 #define CMD_OWN_HELP	0x2	/* prints its own --help */
+#define CMD_OWN_STATUS	0x4	/* exits with what it ran: gbrctl's own
+				   failures are 125 (ctl-run.c) */
 	int		 min_args;
 	int		 max_args;
 };
@@ -60,7 +63,7 @@ static const struct cmd cmds[] = {
 	    ctl_session_new, CMD_CONNECT, 0, 8 },
 	{ "sessions", "", "list the open sessions",
 	    ctl_session_list, CMD_CONNECT, 0, 0 },
-	{ "send", "[--no-wait] SESSION TEXT|-", "send a message; wait for the turn and print the answer",
+	{ "send", "[--no-wait] [--events] SESSION TEXT|-", "send a message; wait for the turn and print the answer",
 	    ctl_session_send, CMD_CONNECT, 2, 8 },
 	{ "attach", "SESSION [--after SEQ]", "print a session's events as they happen",
 	    ctl_session_attach, CMD_CONNECT, 1, 4 },
@@ -70,14 +73,14 @@ static const struct cmd cmds[] = {
 	    ctl_session_cancel, CMD_CONNECT, 1, 1 },
 	{ "close", "SESSION", "close a session (its history goes with it)",
 	    ctl_session_close, CMD_CONNECT, 1, 1 },
-	{ "tool", "SESSION NAME [JSON]", "run a tool in a session as the agent would",
+	{ "tool", "SESSION NAME [JSON|-]", "run a tool in a session as the agent would",
 	    ctl_tool, CMD_CONNECT, 2, 3 },
 	{ "tools", "", "list the tools and what they do",
 	    ctl_tools, CMD_CONNECT, 0, 0 },
 	{ "env", "list|show|use|reload ...", "list, show, switch or reload a session's environment",
 	    ctl_env, CMD_CONNECT, 1, 3 },
 	{ "run", "SESSION -- ARGV...", "run a command in a session's sandbox (run_command); print its output",
-	    ctl_run, CMD_CONNECT, 3, 4096 },
+	    ctl_run, CMD_CONNECT | CMD_OWN_STATUS, 3, 4096 },
 	{ "approvals", "[--session S] [--all]", "list the approvals waiting "
 	    "for a human (paths and commands escaped)", ctl_approvals, CMD_OWN_HELP, 0, 4 },
 	{ "approve", "ID [--scope session] [--reason R]", "approve: the "
@@ -395,6 +398,8 @@ main(int argc, char **argv)
 	size_t			 i;
 	int			 ch, r, unreachable, help;
 
+	/* Before anything else, so no other process of ours can take our socket. */
+	client_protect_process();
 	memset(&ctl, 0, sizeof ctl);
 	ctl.timeout_ms = 30000;
 	/* '+': options stop at the command, so its arguments may start with '-'. */
@@ -475,7 +480,7 @@ main(int argc, char **argv)
 	}
 	if (argc - 1 < cmd->min_args || argc - 1 > cmd->max_args) {
 		cmd_usage_line(stderr, cmd);
-		return EXIT_USAGE;
+		return cmd->flags & CMD_OWN_STATUS ? CMD_FAILED : EXIT_USAGE;
 	}
 	ctl.socket = paths_socket(socket_flag);
 	ctl.state_dir = paths_state_dir(NULL);
@@ -488,6 +493,8 @@ main(int argc, char **argv)
 			free(cause);
 			free(ctl.socket);
 			free(ctl.state_dir);
+			if (cmd->flags & CMD_OWN_STATUS)
+				return CMD_FAILED;
 			return unreachable ? EXIT_UNREACHABLE : EXIT_ERROR;
 		}
 	}

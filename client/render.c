@@ -9,7 +9,8 @@
  * (render_escaped): every character that is invisible, changes the
  * direction of the text, moves the cursor or is not UTF-8 is written as a
  * visible escape, so a path, a command or a diff line cannot show one
- * thing and mean another.
+ * thing and mean another. The escaping itself is common/escape.c's (gbrd
+ * escapes paths with it too); this file adds reverse video on top.
  */
 #include "gbr-config.h"
 
@@ -19,19 +20,11 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "render.h"
+#include "render-int.h"
+#include "utf8.h"
 #include "xmalloc.h"
-
-/* Longest one-line summary of tool arguments or results. */
-#define RENDER_SUMMARY	160
-#define RENDER_LINE_SUMMARY 100	/* bytes of a command's first line shown */
-/* Bytes shown of a tool name or id, of a path or command, of raw arguments. */
-#define RENDER_NAME_MAX	128
-#define RENDER_PATH_MAX	4096
-#define RENDER_ARGS_MAX	1024
-/* Bytes of one diff line, and lines of a diff, in a bounded view. */
-#define RENDER_LINE_MAX	1000
-#define RENDER_DIFF_LINES 40
 
 /* Tells whether colours may be used. */
 int
@@ -79,90 +72,17 @@ render_color(const struct render *r, const char *what)
 	return "";
 }
 
-/*
- * Decodes one UTF-8 character of s (n bytes available). Returns its length,
- * or 0 if s does not start with a well-formed one (overlong forms,
- * surrogates and code points above U+10FFFF are not well-formed).
- */
-static size_t
-render_utf8(const unsigned char *s, size_t n, uint32_t *cp)
+/* escape_write's callback: an escape in reverse video, text as it is. */
+static void
+render_escape_cb(const char *data, size_t n, int escape, void *arg)
 {
-	uint32_t	c, min;
-	size_t		len, i;
+	struct render	*r = arg;
 
-	if (n == 0)
-		return 0;
-	c = s[0];
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c < 0xc2)
-		return 0;
-	if (c < 0xe0) {
-		len = 2;
-		c &= 0x1f;
-		min = 0x80;
-	} else if (c < 0xf0) {
-		len = 3;
-		c &= 0x0f;
-		min = 0x800;
-	} else if (c < 0xf5) {
-		len = 4;
-		c &= 0x07;
-		min = 0x10000;
-	} else
-		return 0;
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return len;
-}
-
-/* True for the C0 and C1 controls and DEL. */
-static int
-render_is_control(uint32_t cp)
-{
-	return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
-}
-
-/* True for the characters that change the direction of text (Trojan Source). */
-static int
-render_is_bidi(uint32_t cp)
-{
-	return (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
-	    cp == 0x200e || cp == 0x200f || cp == 0x061c;
-}
-
-/*
- * True for what a person cannot see or tell apart from something else:
- * controls, bidi formatting, zero-width and other invisible characters,
- * the line and paragraph separators, spaces that are not U+0020, tag
- * characters and noncharacters.
- */
-static int
-render_is_hidden(uint32_t cp)
-{
-	if (render_is_control(cp) || render_is_bidi(cp))
-		return 1;
-	switch (cp) {
-	case 0x00a0: case 0x00ad: case 0x034f: case 0x115f: case 0x1160:
-	case 0x1680: case 0x17b4: case 0x17b5: case 0x202f: case 0x205f:
-	case 0x3000: case 0x3164: case 0xfeff: case 0xffa0:
-		return 1;
-	}
-	return (cp >= 0x180b && cp <= 0x180e) || (cp >= 0x2000 && cp <= 0x200d) ||
-	    cp == 0x2028 || cp == 0x2029 || (cp >= 0x2060 && cp <= 0x2064) ||
-	    (cp >= 0x206a && cp <= 0x206f) || (cp >= 0xfff9 && cp <= 0xfffb) ||
-	    (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0000 && cp <= 0xe0fff) ||
-	    (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) == 0xfffe;
+	if (escape)
+		fprintf(r->out, "%s%.*s%s", render_color(r, "escape"), (int)n,
+		    data, render_color(r, "noescape"));
+	else
+		fwrite(data, 1, n, r->out);
 }
 
 /* Writes untrusted text made safe to show on one line (see render.h). */
@@ -170,45 +90,13 @@ void
 render_escaped(struct render *r, const char *s, size_t len, int flags,
     size_t max)
 {
-	const unsigned char	*u = (const unsigned char *)s;
-	size_t			 i = 0, n, shown;
-	uint32_t		 cp;
-	char			 esc[16];
+	size_t	used;
 
 	if (s == NULL)
 		return;
-	shown = max != 0 && len > max ? max : len;
-	while (i < shown) {
-		cp = 0;
-		n = render_utf8(u + i, len - i, &cp);
-		esc[0] = '\0';
-		if (n == 0) {
-			snprintf(esc, sizeof esc, "\\x{%02X}", u[i]);
-			n = 1;
-		} else if (cp == '\t' && (flags & RENDER_ESC_TAB))
-			;
-		else if ((flags & RENDER_ESC_CODES) &&
-		    (cp == '\n' || cp == '\r' || cp == '\t'))
-			snprintf(esc, sizeof esc, "\\u{%04X}", (unsigned)cp);
-		else if (cp == '\n')
-			snprintf(esc, sizeof esc, "\\n");
-		else if (cp == '\r')
-			snprintf(esc, sizeof esc, "\\r");
-		else if (cp == '\t')
-			snprintf(esc, sizeof esc, "\\t");
-		else if (render_is_hidden(cp))
-			snprintf(esc, sizeof esc, "\\u{%04X}", (unsigned)cp);
-		if (esc[0] != '\0')
-			fprintf(r->out, "%s%s%s", render_color(r, "escape"), esc,
-			    render_color(r, "noescape"));
-		else if (cp == '\\' && (flags & RENDER_ESC_BACKSLASH))
-			fputs("\\\\", r->out);
-		else
-			fwrite(s + i, 1, n, r->out);
-		i += n;
-	}
-	if (i < len)
-		fprintf(r->out, "...(%zu more bytes)", len - i);
+	used = escape_write(s, len, flags, max, render_escape_cb, r);
+	if (used < len)
+		fprintf(r->out, "...(%zu more bytes)", len - used);
 }
 
 /* Says why s is not text gbrd takes (see render.h), or NULL. */
@@ -222,7 +110,7 @@ render_text_problem(const char *s, size_t len)
 	while (i < len) {
 		if (u[i] == '\0')
 			return xasprintf("a NUL byte at byte %zu", i);
-		if ((n = render_utf8(u + i, len - i, &cp)) == 0)
+		if ((n = utf8_decode(u + i, len - i, &cp)) == 0)
 			return xasprintf("not UTF-8 at byte %zu", i);
 		i += n;
 	}
@@ -251,7 +139,7 @@ render_escape(const char *s, size_t len, int flags, size_t max)
  * that are not UTF-8 shown as '?'. At most max bytes (0: all), with "..."
  * when cut.
  */
-static void
+void
 render_text(struct render *r, const char *s, const char *prefix, size_t max)
 {
 	const unsigned char	*u = (const unsigned char *)s;
@@ -263,7 +151,7 @@ render_text(struct render *r, const char *s, const char *prefix, size_t max)
 			fputs("...", r->out);
 			break;
 		}
-		if ((n = render_utf8(u + i, len - i, &cp)) == 0) {
+		if ((n = utf8_decode(u + i, len - i, &cp)) == 0) {
 			fputc('?', r->out);
 			i++;
 			continue;
@@ -274,7 +162,7 @@ render_text(struct render *r, const char *s, const char *prefix, size_t max)
 				fputs(prefix, r->out);
 		} else if (cp == '\t')
 			fputc('\t', r->out);
-		else if (render_is_control(cp) || render_is_bidi(cp))
+		else if (escape_is_control(cp) || escape_is_bidi(cp))
 			fputc('?', r->out);
 		else
 			fwrite(s + i, 1, n, r->out);
@@ -286,7 +174,7 @@ render_text(struct render *r, const char *s, const char *prefix, size_t max)
  * Writes a JSON value compactly on one line, cut, with the strict escapes:
  * tool names, paths and arguments are what a person checks.
  */
-static void
+void
 render_json(struct render *r, const json_t *v)
 {
 	char	*s;
@@ -459,10 +347,11 @@ render_close_line(struct render *r)
 		fputc('\n', r->out);
 		r->open_line = 0;
 	}
+	r->tool_open = 0;
 }
 
 /* Prints one line: colour, marker, text, reset. */
-static void
+void
 render_line(struct render *r, const char *color, const char *marker,
     const char *text)
 {
@@ -480,7 +369,7 @@ render_line(struct render *r, const char *color, const char *marker,
 }
 
 /* The tool calls an agent's answer asks for, one "~ tool args" line each. */
-static void
+void
 render_tool_calls(struct render *r, const json_t *calls)
 {
 	const json_t	*c;
@@ -500,7 +389,7 @@ render_tool_calls(struct render *r, const json_t *calls)
  * (OpenAI's "length", Anthropic's "max_tokens", Gemini's "MAX_TOKENS"): a
  * note, so that a cut answer is not taken for a whole one.
  */
-static void
+void
 render_stop_note(struct render *r, const json_t *m)
 {
 	const char	*why = json_string_value(json_object_get(m, "stop_reason"));
@@ -582,7 +471,7 @@ render_message(struct render *r, const json_t *m)
 }
 
 /* Writes a JSON string field escaped on one line, or alt when it is not a string. */
-static void
+void
 render_field(struct render *r, const json_t *v, int flags, size_t max,
     const char *alt)
 {
@@ -647,13 +536,51 @@ render_lines(struct render *r, const char *text, size_t tlen,
 	return more;
 }
 
+/* Writes a JSON value indented, text as it is, each line escaped (render.h). */
+void
+render_json_block(struct render *r, const json_t *v)
+{
+	char	*s;
+
+	render_close_line(r);
+	if ((s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY)) == NULL) {
+		fputs("?\n", r->out);
+		return;
+	}
+	(void)render_lines(r, s, strlen(s), "", "plain", 0, 0);
+	free(s);
+}
+
+/* Writes how a run tool's call ended (see render.h). */
+void
+render_run_end(struct render *r, const json_t *res)
+{
+	const char	*sig;
+
+	sig = json_string_value(json_object_get(res, "signal"));
+	fprintf(r->out, "%s= ", render_color(r, "dim"));
+	if (json_is_true(json_object_get(res, "timed_out")))
+		fputs("timed out", r->out);
+	else if (sig != NULL) {
+		fputs("killed by ", r->out);
+		render_escaped(r, sig, strlen(sig), RENDER_ESC_BACKSLASH, 32);
+	} else
+		fprintf(r->out, "exit %lld", (long long)json_integer_value(
+		    json_object_get(res, "exit_code")));
+	if (json_is_true(json_object_get(res, "truncated")) ||
+	    json_is_true(json_object_get(res, "output_limited")))
+		fputs(", output cut at the limit", r->out);
+	fprintf(r->out, " (%lld ms)%s\n", (long long)json_integer_value(
+	    json_object_get(res, "duration_ms")), render_color(r, "reset"));
+}
+
 /* Writes the output and the end of a run tool's result (see render.h). */
 void
 render_run_result(struct render *r, const json_t *res)
 {
 	static const char *const streams[] = { "stdout", "stderr" };
 	const json_t	*text;
-	const char	*enc, *sig;
+	const char	*enc;
 	char		 key[32];
 	size_t		 i;
 
@@ -676,21 +603,7 @@ render_run_result(struct render *r, const json_t *res)
 		    json_string_length(text), "  ", i == 0 ? "plain" : "error",
 		    0, 0);
 	}
-	sig = json_string_value(json_object_get(res, "signal"));
-	fprintf(r->out, "%s= ", render_color(r, "dim"));
-	if (json_is_true(json_object_get(res, "timed_out")))
-		fputs("timed out", r->out);
-	else if (sig != NULL) {
-		fputs("killed by ", r->out);
-		render_escaped(r, sig, strlen(sig), RENDER_ESC_BACKSLASH, 32);
-	} else
-		fprintf(r->out, "exit %lld", (long long)json_integer_value(
-		    json_object_get(res, "exit_code")));
-	if (json_is_true(json_object_get(res, "truncated")) ||
-	    json_is_true(json_object_get(res, "output_limited")))
-		fputs(", output cut at the limit", r->out);
-	fprintf(r->out, " (%lld ms)%s\n", (long long)json_integer_value(
-	    json_object_get(res, "duration_ms")), render_color(r, "reset"));
+	render_run_end(r, res);
 }
 
 /* Writes a unified diff, coloured and escaped (see render.h). */
@@ -848,187 +761,13 @@ render_approval_resolved(struct render *r, const json_t *a, const char *where)
 		render_field(r, reason, 0, RENDER_PATH_MAX, NULL);
 		fputc(')', r->out);
 	}
-	fprintf(r->out, "%s\n", render_color(r, "reset"));
-}
-
-/* Renders a session.state event. */
-static int
-render_state(struct render *r, const json_t *p)
-{
-	const char	*state = json_string_value(json_object_get(p, "state"));
-	const char	*outcome = json_string_value(json_object_get(p, "outcome"));
-	const char	*reason = json_string_value(json_object_get(p, "reason"));
-	json_int_t	 turn = json_integer_value(json_object_get(p, "turn"));
-	char		 buf[256];
-
-	if (state == NULL)
-		return 0;
-	if (strcmp(state, "running") == 0) {
-		snprintf(buf, sizeof buf, "turn %lld running", (long long)turn);
-		render_line(r, "dim", "* ", buf);
-	} else if (strcmp(state, "idle") == 0 && outcome != NULL) {
-		/* no_provider was said by its error event already. */
-		if (strcmp(outcome, "no_provider") == 0 ||
-		    strcmp(outcome, "completed") == 0)
-			return 0;
-		snprintf(buf, sizeof buf, "turn %lld %s", (long long)turn, outcome);
-		render_line(r, "dim", "* ", buf);
-	} else if (strcmp(state, "interrupted") == 0) {
-		snprintf(buf, sizeof buf, "turn %lld interrupted: %s",
-		    (long long)turn, reason != NULL ? reason : "");
-		render_line(r, "error", "! ", buf);
-	} else if (strcmp(state, "closed") == 0)
-		render_line(r, "dim", "* ", "session closed");
-	else if (strcmp(state, "awaiting_approval") == 0)
-		render_line(r, "approval", "? ", "waiting for an approval");
-	else
-		return 0;
-	return 1;
-}
-
-/* Renders one event. */
-int
-render_event(struct render *r, const json_t *p)
-{
-	const char	*type = json_string_value(json_object_get(p, "type"));
-	const char	*text;
-
-	if (type == NULL)
-		return 0;
-	if (strcmp(type, "message.delta") == 0) {
-		if ((text = json_string_value(json_object_get(p, "text"))) == NULL)
-			return 0;
-		if (!r->open_line)
-			fputs(render_color(r, "assistant"), r->out);
-		render_text(r, text, NULL, 0);
-		r->open_line = text[0] != '\0' && text[strlen(text) - 1] != '\n';
-		if (!r->open_line)
-			fputs(render_color(r, "reset"), r->out);
-		r->streamed = 1;
-		return 1;
-	}
-	if (strcmp(type, "message") == 0 && r->streamed &&
-	    json_object_get(json_object_get(p, "message"), "step") != NULL) {
-		/* The agent's answer, already shown live: only its tool calls. */
-		r->streamed = 0;
-		render_close_line(r);
-		render_tool_calls(r, json_object_get(json_object_get(p, "message"),
-		    "tool_calls"));
-		render_stop_note(r, json_object_get(p, "message"));
-		return 1;
-	}
-	if (strcmp(type, "message") == 0 || strcmp(type, "tool.call") == 0 ||
-	    strcmp(type, "tool.result") == 0) {
-		render_message(r, json_object_get(p, "message"));
-		return 1;
-	}
-	if (strcmp(type, "llm.retry") == 0 && json_is_integer(json_object_get(p,
-	    "max_request_bytes"))) {
-		/* A context overflow: asked again at once, with less. */
-		r->streamed = 0;
-		render_close_line(r);
-		fprintf(r->out, "%s* the model's context is smaller than the "
-		    "request: cut to %lld bytes and asked again (", render_color(r,
-		    "dim"), (long long)json_integer_value(json_object_get(p,
-		    "max_request_bytes")));
-		render_json(r, json_object_get(p, "message"));
-		fprintf(r->out, ")%s\n", render_color(r, "reset"));
-		return 1;
-	}
-	if (strcmp(type, "llm.retry") == 0) {
-		/* The text shown for this step is dropped; it comes again. */
-		r->streamed = 0;
-		render_close_line(r);
-		fprintf(r->out, "%s* retrying in %lld ms (", render_color(r, "dim"),
-		    (long long)json_integer_value(json_object_get(p, "delay_ms")));
-		render_json(r, json_object_get(p, "kind"));
-		fputs("): ", r->out);
-		render_json(r, json_object_get(p, "message"));
-		fprintf(r->out, "%s\n", render_color(r, "reset"));
-		return 1;
-	}
-	if (strcmp(type, "context.trimmed") == 0) {
-		render_close_line(r);
-		fprintf(r->out, "%s* %lld earlier message(s) shortened for the "
-		    "model (the history keeps them whole): the request is %lld "
-		    "bytes, its limit %lld (max_request_bytes)%s\n",
-		    render_color(r, "dim"),
-		    (long long)json_integer_value(json_object_get(p, "shortened")),
-		    (long long)json_integer_value(json_object_get(p, "bytes_after")),
-		    (long long)json_integer_value(json_object_get(p,
-		    "max_request_bytes")), render_color(r, "reset"));
-		return 1;
-	}
-	if (strcmp(type, "check.result") == 0) {
-		render_close_line(r);
-		fprintf(r->out, "%s%s check ", render_color(r,
-		    json_is_true(json_object_get(p, "ok")) ? "dim" : "error"),
-		    json_is_true(json_object_get(p, "ok")) ? "*" : "!");
-		render_json(r, json_object_get(p, "command"));
-		fprintf(r->out, " %s (run %lld)%s\n",
-		    json_is_true(json_object_get(p, "ok")) ? "passed" : "failed",
-		    (long long)json_integer_value(json_object_get(p, "attempt")),
-		    render_color(r, "reset"));
-		return 1;
-	}
-	if (strcmp(type, "session.state") == 0) {
-		r->streamed = 0;
-		return render_state(r, p);
-	}
-	if (strcmp(type, "error") == 0) {
-		text = json_string_value(json_object_get(p, "message"));
-		render_close_line(r);
-		fprintf(r->out, "%s! ", render_color(r, "error"));
-		render_field(r, json_object_get(p, "kind"), RENDER_ESC_BACKSLASH,
-		    RENDER_NAME_MAX, "error");
-		fputs(": ", r->out);
-		render_text(r, text != NULL ? text : "", "  ", 0);
-		fprintf(r->out, "%s\n", render_color(r, "reset"));
-		return 1;
-	}
-	if (strcmp(type, "session.created") == 0) {
-		render_close_line(r);
-		fprintf(r->out, "%s* session ", render_color(r, "dim"));
-		render_field(r, json_object_get(p, "session"), RENDER_ESC_BACKSLASH,
+	/* Which terminal or script decided (approved, edited, denied). */
+	if (json_is_string(json_object_get(a, "decided_by")) && state != NULL &&
+	    (strcmp(state, "approved") == 0 || strcmp(state, "edited") == 0 ||
+	    strcmp(state, "denied") == 0)) {
+		fputs(", by ", r->out);
+		render_field(r, json_object_get(a, "decided_by"), 0,
 		    RENDER_NAME_MAX, "?");
-		fputs(" created on ", r->out);
-		render_text(r, json_string_value(json_object_get(p, "workspace")) != NULL ?
-		    json_string_value(json_object_get(p, "workspace")) : "?", NULL, 0);
-		fprintf(r->out, "%s\n", render_color(r, "reset"));
-		return 1;
 	}
-	if (strcmp(type, "approval.requested") == 0) {
-		render_approval(r, json_object_get(p, "approval"),
-		    RENDER_DIFF_LINES, NULL);
-		return 1;
-	}
-	if (strcmp(type, "approval.resolved") == 0) {
-		render_approval_resolved(r, json_object_get(p, "approval"), NULL);
-		return 1;
-	}
-	if (strcmp(type, "resync_required") == 0 || strcmp(type, "evicted") == 0 ||
-	    strcmp(type, "sandbox.denied") == 0 || strcmp(type, "env.invalid") == 0 ||
-	    strcmp(type, "workspace.gone") == 0) {
-		render_close_line(r);
-		fprintf(r->out, "%s! %s: ", render_color(r, "error"), type);
-		render_json(r, json_object_get(p, "reason") != NULL ?
-		    json_object_get(p, "reason") : json_object_get(p, "message"));
-		fprintf(r->out, "%s\n", render_color(r, "reset"));
-		return 1;
-	}
-	if (strcmp(type, "replay_complete") == 0) {
-		if (r->quiet_local)
-			return 0;
-		render_line(r, "dim", "* ", "live");
-		return 1;
-	}
-	render_close_line(r);
-	fprintf(r->out, "%s* ", render_color(r, "dim"));
-	render_field(r, json_object_get(p, "type"), RENDER_ESC_BACKSLASH,
-	    RENDER_NAME_MAX, "?");
-	fputc(' ', r->out);
-	render_json(r, json_object_get(p, "message") != NULL ?
-	    json_object_get(p, "message") : json_object_get(p, "summary"));
 	fprintf(r->out, "%s\n", render_color(r, "reset"));
-	return 1;
 }

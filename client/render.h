@@ -11,12 +11,16 @@
 #include <stdio.h>
 #include <jansson.h>
 
+#include "escape.h"
+
 struct render {
 	FILE	*out;
 	int	 color;
 	int	 open_line;	/* streamed text left the line unfinished */
 	int	 quiet_local;	/* skip replay_complete and the like */
 	int	 streamed;	/* the answer being written was shown live */
+	int	 tool_open;	/* the open line is live command output ... */
+	int	 tool_err;	/* ... of stderr */
 };
 
 /* Tells whether colours may be used on fd: a terminal, and NO_COLOR unset or empty. */
@@ -30,10 +34,10 @@ void	render_close_line(struct render *);
 /* Colour helpers: the escape for a role, or "" without colour. */
 const char *render_color(const struct render *, const char *what);
 
-/* Flags of render_escaped. */
-#define RENDER_ESC_BACKSLASH	0x01	/* show '\' as "\\": paths, names */
-#define RENDER_ESC_TAB		0x02	/* keep tabs as they are: diff lines */
-#define RENDER_ESC_CODES	0x04	/* newline, CR, tab as \u{XXXX} too */
+/* Flags of render_escaped: common/escape.h's. */
+#define RENDER_ESC_BACKSLASH	ESCAPE_BACKSLASH /* show '\' as "\\": paths, names */
+#define RENDER_ESC_TAB		ESCAPE_TAB	/* keep tabs as they are: diff lines */
+#define RENDER_ESC_CODES	ESCAPE_CODES	/* newline, CR, tab as \u{XXXX} too */
 
 /*
  * Writes untrusted text so that what is seen is what it is, on one line:
@@ -69,6 +73,14 @@ size_t	render_diff(struct render *, const char *diff, size_t len,
  * run ended ("= exit 0 (12 ms)").
  */
 void	render_run_result(struct render *, const json_t *result);
+/*
+ * A JSON value for a person: indented, non-ASCII text as it is (jansson
+ * already writes controls as \uXXXX), each line escaped as render_escaped
+ * does (bidi, invisible characters).
+ */
+void	render_json_block(struct render *, const json_t *);
+/* Only how it ended ("= exit 0 (12 ms)"): its output was shown live. */
+void	render_run_end(struct render *, const json_t *result);
 /*
  * Renders an approval object (approval.requested's params.approval, an
  * entry of approval.list) for a person to decide: id, tool, the escaped

@@ -25,23 +25,26 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "activate.h"
+#include "sdactivate.h"
 #include "agent.h"
 #include "config.h"
 #include "conn.h"
 #include "disklog.h"
+#include "dispatch.h"
 #include "session.h"
+#include "tool-file.h"
 #include "tool-run.h"
 #include "toolcall.h"
-#include "gbrd.h"
+#include "loop.h"
 #include "http.h"
 #include "llm.h"
 #include "log.h"
 #include "methods.h"
-#include "notify.h"
+#include "sdnotify.h"
 #include "osdep.h"
 #include "paths.h"
-#include "reload.h"
+#include "session-env.h"
+#include "sandbox.h"
 #include "server.h"
 #include "xmalloc.h"
 
@@ -51,70 +54,9 @@
 static struct event_base	*gbrd_ev_base;
 static char			 gbrd_epoch_str[33];
 static char			*gbrd_state;
-static int64_t			 gbrd_start_wall;
-static struct timespec		 gbrd_start_mono;
-static int			 gbrd_stopping;
 static int			 gbrd_ready_fd = -1;
 static int			 gbrd_level_flag = -1;	/* -l wins over the config */
 static sigset_t			 gbrd_sigmask;	/* the mask before start-up */
-
-/* Returns the event base. */
-struct event_base *
-gbrd_base(void)
-{
-	return gbrd_ev_base;
-}
-
-/* Returns this run's epoch. */
-const char *
-gbrd_epoch(void)
-{
-	return gbrd_epoch_str;
-}
-
-/* Returns the state folder. */
-const char *
-gbrd_state_dir(void)
-{
-	return gbrd_state;
-}
-
-/* Returns the start time. */
-int64_t
-gbrd_started_ms(void)
-{
-	return gbrd_start_wall;
-}
-
-/* Returns ms since start. */
-int64_t
-gbrd_uptime_ms(void)
-{
-	struct timespec	now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)(now.tv_sec - gbrd_start_mono.tv_sec) * 1000 +
-	    (now.tv_nsec - gbrd_start_mono.tv_nsec) / 1000000;
-}
-
-/* Begins shutdown. */
-void
-gbrd_shutdown(const char *why)
-{
-	if (gbrd_stopping)
-		return;
-	gbrd_stopping = 1;
-	log_info("shutting down: %s", why);
-	notify_stopping();
-	event_base_loopexit(gbrd_ev_base, NULL);
-}
-
-/* Tells whether shutdown has begun. */
-int
-gbrd_shutting_down(void)
-{
-	return gbrd_stopping;
-}
 
 /* Prints usage. */
 static void __attribute__((noreturn))
@@ -174,6 +116,8 @@ gbrd_fail(const char *fmt, ...)
 	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	log_error("%s", msg);
+	/* What was held goes out with it: to the terminal if not detached. */
+	log_release();
 	if (gbrd_ready_fd != -1) {
 		char	*line = xasprintf("error: %s\n", msg);
 
@@ -267,7 +211,7 @@ gbrd_daemonize(void)
 static void
 gbrd_signal_stop(evutil_socket_t sig, short events, void *arg)
 {
-	gbrd_shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
+	loop_shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 /* The disk log's options from the config. */
@@ -323,9 +267,9 @@ gbrd_reload(const char *config_flag)
 static void
 gbrd_signal_reload(evutil_socket_t sig, short events, void *arg)
 {
-	notify_reloading();
+	sdnotify_reloading();
 	gbrd_reload(arg);
-	notify_ready();
+	sdnotify_ready();
 }
 
 /* Makes this run's epoch from random bytes. */
@@ -365,9 +309,9 @@ main(int argc, char **argv)
 	char		*cfg_path, *cause, *sock_path, *lpath;
 	const char	*hide[2];
 	struct event	*ev_term, *ev_int, *ev_hup;
-	struct timespec	 now;
 	sigset_t	 sigs;
 	long		 nofile;
+	json_t		*note;
 
 	while ((ch = getopt_long(argc, argv, "fs:S:c:l:hV", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -394,8 +338,13 @@ main(int argc, char **argv)
 	log_open("gbrd", level != -1 ? level : LOG_LEVEL_INFO,
 	    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
 	umask(077);
-	/* Before activate_listen_fd clears LISTEN_PID. */
-	managed = activate_managed();
+	/* Before anything big is allocated: freed buffers go back (osdep.h). */
+	osdep_memory_init();
+	/* Before sdactivate_listen_fd clears LISTEN_PID. */
+	managed = sdactivate_managed();
+	/* Until it detaches, a background gbrd keeps its lines for gbrd.log. */
+	if (!foreground && !managed)
+		log_hold();
 	/*
 	 * Stop and reload signals wait until the loop has handlers for them:
 	 * a SIGTERM during a long replay then stops cleanly (STOPPING=1, the
@@ -408,8 +357,11 @@ main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &sigs, &gbrd_sigmask);
 
 	if ((cfg_path = paths_config(config_flag)) != NULL) {
-		if ((cfg = config_load(cfg_path, &cause)) == NULL)
+		/* Freed first: LeakSanitizer may not see it on the stack. */
+		if ((cfg = config_load(cfg_path, &cause)) == NULL) {
+			free(cfg_path);
 			gbrd_fail("%s", cause);
+		}
 	} else
 		cfg = config_defaults();
 	free(cfg_path);
@@ -422,7 +374,7 @@ main(int argc, char **argv)
 	if (paths_private_dir(gbrd_state, 1, &cause) != 0)
 		gbrd_fail("state folder: %s", cause);
 	sock_path = paths_socket(socket_flag);
-	switch (activate_listen_fd(&lfd, &lpath, &cause)) {
+	switch (sdactivate_listen_fd(&lfd, &lpath, &cause)) {
 	case -1:
 		gbrd_fail("socket activation: %s", cause);
 	case 1:
@@ -449,6 +401,7 @@ main(int argc, char **argv)
 		log_open(NULL, log_get_level(),
 		    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
 	}
+	log_release();
 
 	signal(SIGPIPE, SIG_IGN);
 	if (evthread_use_pthreads() != 0)
@@ -464,13 +417,17 @@ main(int argc, char **argv)
 	if (llm_keys_load(config_get(), &cause) != 0)
 		gbrd_fail("%s", cause);
 	gbrd_make_epoch();
-	clock_gettime(CLOCK_REALTIME, &now);
-	gbrd_start_wall = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-	clock_gettime(CLOCK_MONOTONIC, &gbrd_start_mono);
-	conn_init(gbrd_ev_base);
-	notify_init(gbrd_ev_base);
-	session_init();		/* registers with the disk log */
-	toolcall_init();	/* the approvals register too */
+	loop_init(gbrd_ev_base, gbrd_state, gbrd_epoch_str);
+	loop_on_shutdown(sdnotify_stopping);
+	llm_init(gbrd_ev_base);
+	conn_init(gbrd_ev_base, &dispatch_conn_ops);
+	sdnotify_init(gbrd_ev_base);
+	session_init(gbrd_ev_base);	/* registers with the disk log */
+	agent_init(gbrd_ev_base);	/* takes the running turns */
+	toolcall_init(gbrd_ev_base);	/* the approvals register too */
+	dispatch_observe_close(session_conn_closed, 0);
+	dispatch_observe_close(method_log_conn_closed, 0);
+	dispatch_observe_close(toolcall_conn_closed, 1);
 
 	/* Replay before anyone is served: clients see the state the log gives. */
 	gbrd_disklog_opts(&dlo, config_get(), repair);
@@ -484,11 +441,35 @@ main(int argc, char **argv)
 	if (tool_run_init(gbrd_ev_base, config_get(), gbrd_state, hide,
 	    hide[1] != NULL ? 2 : 1, &cause) != 0)
 		gbrd_fail("runner: %s", cause);
+	/*
+	 * No file tool reads or writes gbrd's own files, whatever a profile's
+	 * roots say: the disk log, the config, the keys (gbrd.env, key_file).
+	 */
+	{
+		const char	*own[4];
+		const char	*x = getenv("XDG_CONFIG_HOME"), *h = getenv("HOME");
+		char		*ucfg = NULL;
+		size_t		 n = 0;
+
+		own[n++] = gbrd_state;
+		if (config_get()->path != NULL)
+			own[n++] = config_get()->path;
+		if (config_get()->llm_key_file != NULL)
+			own[n++] = config_get()->llm_key_file;
+		if (x != NULL && x[0] == '/')
+			ucfg = xasprintf("%s/gbr", x);
+		else if (h != NULL && h[0] == '/')
+			ucfg = xasprintf("%s/.config/gbr", h);
+		if (ucfg != NULL)
+			own[n++] = ucfg;
+		sandbox_set_forbidden(own, n);
+		free(ucfg);
+	}
 	/* The tools, then every session's environment and profile watcher. */
-	if (method_tool_init(&cause) != 0)
+	if (method_tool_init(gbrd_ev_base, &cause) != 0)
 		gbrd_fail("tools: %s", cause);
-	reload_init(gbrd_ev_base);
-	reload_recover();
+	session_env_init(gbrd_ev_base);
+	session_env_recover();
 	/* Approvals: interrupted ones marked, expired ones ended. */
 	toolcall_recover();
 	/* Agent turns that waited for an approval wait again. */
@@ -509,7 +490,7 @@ main(int argc, char **argv)
 	log_info("gbrd %s started on %s (pid %ld, epoch %s, open-file limit %ld)",
 	    PACKAGE_VERSION, sock_path, (long)getpid(), gbrd_epoch_str, nofile);
 	gbrd_report("ok\n");
-	notify_ready();
+	sdnotify_ready();
 
 	event_base_dispatch(gbrd_ev_base);
 
@@ -517,12 +498,22 @@ main(int argc, char **argv)
 	agent_shutdown();
 	llm_shutdown();
 	http_shutdown();
-	/* No child outlives the daemon. */
+	/* No child outlives the daemon, and no search its callers. */
 	tool_run_shutdown();
-	reload_shutdown();
+	tool_file_shutdown();
+	session_env_shutdown();
 
 	/* Writes what is queued; the replies it releases get one flush below. */
 	disklog_close();
+	/*
+	 * Clients hear that this stop was meant (a crash says nothing): the
+	 * REPL then does not start another gbrd in its place (PROTOCOL.md).
+	 */
+	note = json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0", "method",
+	    "daemon.stopping", "params", "reason", loop_stop_reason());
+	if (note != NULL)
+		conn_notify_all(note);
+	json_decref(note);
 	conn_close_all("daemon shutting down");
 	server_close();
 	/* Sessions first: a record they drop may still end a tool call. */
@@ -533,7 +524,7 @@ main(int argc, char **argv)
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);
-	notify_close();
+	sdnotify_close();
 	event_base_free(gbrd_ev_base);
 	curl_global_cleanup();
 	config_set(NULL);

@@ -4,7 +4,13 @@
  */
 #include "gbr-config.h"
 
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
 #include "errors.h"
+#include "xmalloc.h"
 
 static const struct {
 	int		 code;
@@ -44,6 +50,7 @@ static const struct {
 	[GBR_ERR_ALREADY_RESOLVED] =	 { -32027, "already_resolved" },
 	[GBR_ERR_DENIED] =		 { -32028, "denied" },
 	[GBR_ERR_EXPIRED] =		 { -32029, "expired" },
+	[GBR_ERR_CHANGED_SINCE_APPROVAL] = { -32030, "changed_since_approval" },
 };
 
 /* Returns the JSON-RPC code of a kind. */
@@ -62,4 +69,27 @@ gbr_err_kind(enum gbr_err e)
 	if ((unsigned)e >= GBR_ERR__COUNT)
 		return "internal_error";
 	return gbr_errs[e].kind;
+}
+
+int
+gbr_error_set(struct gbr_error *err, enum gbr_err kind, json_t *data,
+    const char *fmt, ...)
+{
+	va_list	ap;
+
+	err->kind = kind;
+	err->data = data;
+	va_start(ap, fmt);
+	err->message = xvasprintf(fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void
+gbr_error_clear(struct gbr_error *err)
+{
+	free(err->message);
+	err->message = NULL;
+	json_decref(err->data);
+	err->data = NULL;
 }

@@ -48,8 +48,28 @@ enum gbr_err {
 	GBR_ERR_ALREADY_RESOLVED,	/* already_resolved: a human decided first */
 	GBR_ERR_DENIED,			/* denied: a human said no */
 	GBR_ERR_EXPIRED,		/* expired: nobody decided in time */
+	GBR_ERR_CHANGED_SINCE_APPROVAL,	/* changed_since_approval: the approved
+					   file is no longer what a human saw */
 	GBR_ERR__COUNT
 };
+
+/*
+ * An error on its way to a client: what every layer that can fail for a
+ * client's reason fills, and what dispatch turns into a JSON-RPC error
+ * ({code, message, data: {kind, ...data}}).
+ */
+struct gbr_error {
+	enum gbr_err	 kind;
+	char		*message;	/* the holder frees it (gbr_error_clear) */
+	struct json_t	*data;		/* a new reference or NULL */
+};
+
+/* Fills err (data stolen, message formatted). Returns -1. */
+int		 gbr_error_set(struct gbr_error *err, enum gbr_err kind,
+		    struct json_t *data, const char *fmt, ...)
+		    __attribute__((format(printf, 4, 5)));
+/* Frees what err holds and empties it. */
+void		 gbr_error_clear(struct gbr_error *err);
 
 /* The JSON-RPC code of a kind. */
 int		 gbr_err_code(enum gbr_err);

@@ -27,6 +27,7 @@
 
 #include "http.h"
 #include "llm.h"
+#include "loop.h"
 #include "log.h"
 #include "xmalloc.h"
 
@@ -35,26 +36,6 @@
 static struct event_base	*base;
 static int			 running;
 static struct llm_call		*calls[DRIVER_CALLS_MAX];
-
-struct event_base *gbrd_base(void);
-int64_t gbrd_uptime_ms(void);
-
-/* gbrd.c's loop accessor. */
-struct event_base *
-gbrd_base(void)
-{
-	return base;
-}
-
-/* gbrd.c's clock. */
-int64_t
-gbrd_uptime_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Prints one JSON object as a line. */
 static void
@@ -172,6 +153,8 @@ main(int argc, char **argv)
 	log_open("llm-driver", LOG_LEVEL_DEBUG, LOG_DEST_STDERR);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	base = event_base_new();
+	llm_init(base);
+	loop_init(base, NULL, "");
 	if (http_init(base, &cause) != 0) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;

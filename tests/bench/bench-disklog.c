@@ -2,7 +2,7 @@
  * bench-disklog: the disk log's speed, printed beside the raw floor of the
  * same disk measured by a bare C loop in the same run: write(2) of the same
  * record followed by fdatasync(2) each time, and 1000 records followed by
- * one fdatasync. It links daemon/disklog.c with a private event base, the
+ * one fdatasync. It links daemon/storage/disklog.c with a private event base, the
  * way gbrd runs it, and prints figures and goals; it never asserts a time.
  *
  *   non-durable appends/s                 goal >= 500k/s

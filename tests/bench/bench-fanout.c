@@ -1,6 +1,6 @@
 /*
  * bench-fanout: session event fan-out in the real daemon, against the
- * goals of issue 4. It starts its own gbrd -f on a private socket and state
+ * goals in tests/bench/README.md. It starts its own gbrd -f on a private socket and state
  * folder and prints:
  *
  *   - fan-out latency: one session, C attached clients (default 100), E

@@ -1,6 +1,6 @@
 /*
  * bench-llm: the agent's streaming relay in the real daemon, against the
- * goals of issue 8. It starts its own gbrd -f on a private socket and
+ * goals in tests/bench/README.md. It starts its own gbrd -f on a private socket and
  * state folder, with gbrd.conf pointing the OpenAI-compatible provider at
  * a fake server inside this program (127.0.0.1, HTTP/1.1, chunked SSE),
  * and prints:

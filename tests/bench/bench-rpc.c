@@ -1,7 +1,7 @@
 /*
  * bench-rpc: what one protocol request costs in the real daemon, printed
  * beside a floor measured in the same run on the same machine, and the goal
- * from issue 2. It starts its own gbrd -f on a private socket and state
+ * in tests/bench/README.md. It starts its own gbrd -f on a private socket and state
  * folder and prints:
  *
  *   - round trip of daemon.ping with one client, p50 and p99, beside a bare
@@ -60,7 +60,7 @@ static const char HELLO[] =
     "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"hello\","
     "\"params\":{\"protocol\":1,\"client\":\"bench-rpc/1\"}}\n";
 
-/* The goals from issue 2. */
+/* The goals (tests/bench/README.md). */
 #define GOAL_RTT_RATIO	1.5
 #define GOAL_RPS	100000.0
 

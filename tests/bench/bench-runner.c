@@ -1,5 +1,5 @@
 /*
- * bench-runner: what running a command costs (issue 6), printed beside a
+ * bench-runner: what running a command costs, printed beside a
  * floor measured in the same run on the same machine:
  *
  *   - /bin/true run N times, one at a time, through a bare posix_spawn +
@@ -600,6 +600,10 @@ set_runner(const struct config *cfg, int layers, enum runner_spawn spawn)
 	rc.landlock = layers ? (enum runner_mode)cfg->exec_landlock : RUNNER_OFF;
 	rc.namespaces = layers ? (enum runner_mode)cfg->exec_namespaces :
 	    RUNNER_OFF;
+	rc.seccomp = layers ? (enum runner_mode)cfg->exec_seccomp : RUNNER_OFF;
+	/* "Every layer off" is the trampoline's own cost: its risks accepted. */
+	rc.accept_risks = layers ? 0 : RUNNER_RISK_WRITES | RUNNER_RISK_CONTROL |
+	    RUNNER_RISK_LEFTOVERS;
 	rc.spawn = spawn;
 	runner_reconfigure(&rc);
 }

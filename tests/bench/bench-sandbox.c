@@ -1,6 +1,6 @@
 /*
  * bench-sandbox: what the sandbox costs, printed beside a floor measured
- * in the same run on the same machine, and the goals of issue 5:
+ * in the same run on the same machine, and its goals:
  *
  *   - open+close of a file five folders deep through sandbox_open_file
  *     (the lexical gate, openat2 beneath the root fd, fstat, the regular

@@ -1,7 +1,7 @@
 /*
  * bench-tools: read_file of a 1 KiB file through the protocol (tool.call
  * on a real gbrd, with its sandbox checks and session records), p50 and
- * p99 beside the goals of issue 5 (p50 under 15 us, p99 under 50 us). It
+ * p99 beside its goals (p50 under 15 us, p99 under 50 us). It
  * starts its own gbrd -f on a private socket and state folder. Figures to
  * read, not assertions: it exits non-zero only when it cannot run.
  *

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the environment profile parsers (daemon/env.c):
+ * libFuzzer target for the environment profile parsers (daemon/sandbox/env.c):
  * byte 0 picks INI or JSON, the rest is the profile, parsed from memory
  * with env_parse (no disk). A refusal must carry a message naming the
  * file; an accepted profile must turn into JSON (env_to_json: every

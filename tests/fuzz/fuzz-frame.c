@@ -7,7 +7,9 @@
  * stream: split on '\n', drop one '\r' before it, skip empty lines, and
  * stop for good at the first line longer than the maximum. A stop may
  * delay lines but never lose or reorder them, so the model holds in every
- * mode.
+ * mode. The framer takes its buffer from a budget that always has room for
+ * one line of the maximum: the budget never refuses, holds at least the
+ * pending bytes and nothing once none are pending, and all is given back.
  *
  * Input layout: byte 0 picks the maximum (1..64) and the mode; then each
  * chunk is one length byte (0..31) followed by that many data bytes.
@@ -108,6 +110,7 @@ got_init(struct got *g, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct frame_budget	*b;
 	struct frame		*f;
 	struct got		 g, m;
 	enum frame_status	 st;
@@ -126,6 +129,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	g.stop_every = (data[0] >> 6) == 2 ? 1 : (data[0] >> 6) == 3 ? 3 : 0;
 	stopping = g.stop_every != 0;
 	f = frame_create(g.max);
+	b = frame_budget_create(g.max + 1);
+	frame_set_budget(f, b);
 	st = FRAME_OK;
 
 	for (off = 1; off < size; off += clen) {
@@ -143,6 +148,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fail("STOPPED without the callback asking");
 		if (frame_pending(f) > g.max)
 			fail("pending bytes above the maximum");
+		if (st == FRAME_OVER_BUDGET)
+			fail("a budget with room for a whole line refused");
+		if (frame_budget_used(b) < frame_pending(f) ||
+		    frame_budget_used(b) > frame_budget_limit(b) ||
+		    (frame_pending(f) == 0 && frame_budget_used(b) != 0))
+			fail("the budget does not match the pending bytes");
 		if (st == FRAME_TOO_LARGE && frame_pending(f) != 0)
 			fail("a broken framer still holds bytes");
 		if (st != FRAME_STOPPED && frame_backlog(f) != 0)
@@ -181,6 +192,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fail("lines differ from the model");
 
 	frame_free(f);
+	if (frame_budget_used(b) != 0)
+		fail("bytes still taken from the budget after frame_free");
+	frame_budget_free(b);
 	free(stream);
 	free(g.bytes);
 	free(g.lens);

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the bytes an LLM provider (or anything pretending
- * to be one) sends back: the SSE parser (daemon/sse.c) and the three
+ * to be one) sends back: the SSE parser (daemon/llm/sse.c) and the three
  * providers' stream parsers (daemon/llm-*.c). Byte 0 picks the provider
  * and the chunk size; the rest is the response body. The body is fed
  * whole, then again in chunks of that size, and the two runs must agree
@@ -49,7 +49,7 @@ on_text(void *arg, const char *s, size_t len)
 
 static void
 on_call(void *arg, const char *id, const char *name, json_t *args,
-    const char *raw, json_t *meta)
+    const char *raw, int oversized, json_t *meta)
 {
 	struct run	*r = arg;
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the lexical gate (daemon/pathgate.c), the first
+ * libFuzzer target for the lexical gate (daemon/sandbox/pathgate.c), the first
  * code every path an agent invents reaches. Byte 0 picks the flavour
  * (Unix or Windows) and the mode (relative, absolute, or glob); the rest
  * is the path (or "pattern\npath" for globs). Invariants checked on every
@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "pathgate.h"
+#include "utf8.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
@@ -159,7 +160,7 @@ check_glob(const char *s, size_t len)
 	free(path);
 }
 
-/* pathgate_utf8_next and jansson agree on what is valid UTF-8. */
+/* utf8_decode (common/utf8.c) and jansson agree on what is valid UTF-8. */
 static void
 check_utf8_agrees(const uint8_t *d, size_t n)
 {
@@ -169,7 +170,7 @@ check_utf8_agrees(const uint8_t *d, size_t n)
 	int		 ok = 1;
 
 	while (i < n) {
-		if ((k = pathgate_utf8_next(d + i, n - i, &cp)) == 0) {
+		if ((k = utf8_decode(d + i, n - i, &cp)) == 0) {
 			ok = 0;
 			break;
 		}

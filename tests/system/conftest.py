@@ -18,6 +18,19 @@ GBRD = os.path.join(BUILD, "gbrd")
 GBRCTL = os.path.join(BUILD, "gbrctl")
 GBR = os.path.join(BUILD, "gbr")
 
+
+def _built_with_sanitizers():
+    """True for an --enable-asan build: its allocator keeps freed memory in
+    a quarantine on purpose, so resident-memory figures mean nothing."""
+    try:
+        with open(os.path.join(BUILD, "gbr-config.h")) as f:
+            return "#define GBR_ASAN 1" in f.read()
+    except OSError:
+        return False
+
+
+SANITIZED = _built_with_sanitizers()
+
 SERVICE_MANAGER_VARS = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
                         "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
                         "INVOCATION_ID", "JOURNAL_STREAM")

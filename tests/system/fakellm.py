@@ -222,7 +222,7 @@ def events_openai(ans, model):
         cid_i = c.get("id") or ("call_" + uuid.uuid4().hex[:16])
         ev.append(chunk({"tool_calls": [{"index": i, "id": cid_i, "type": "function",
                                          "function": {"name": c["name"], "arguments": ""}}]}))
-        frags.append(split_json(args_text(c)))
+        frags.append(split_json(args_text(c), c.get("fragment", 7)))
     # Interleave the fragments of every call, keyed by index.
     k = 0
     while any(frags):
@@ -268,7 +268,7 @@ def events_anthropic(ans, model):
                                               "content_block": {"type": "tool_use",
                                                                 "id": c.get("id") or "toolu_" + uuid.uuid4().hex[:20],
                                                                 "name": c["name"], "input": {}}}))
-        for f in split_json(args_text(c)):
+        for f in split_json(args_text(c), c.get("fragment", 7)):
             out.append(ev("content_block_delta", {"type": "content_block_delta", "index": idx,
                                                   "delta": {"type": "input_json_delta",
                                                             "partial_json": f}}))
@@ -299,7 +299,8 @@ def events_gemini(ans, model):
     calls = ans.get("tool_calls") or []
     for i, piece in enumerate(pieces):
         last = i == len(pieces) - 1 and not calls
-        out.append(ev([{"text": piece}], "STOP" if last else None, last))
+        out.append(ev([{"text": piece}], (ans.get("stop_reason") or "STOP")
+                      if last else None, last))
     if calls:
         parts = []
         for i, c in enumerate(calls):
@@ -312,7 +313,7 @@ def events_gemini(ans, model):
             parts.append(p)
         out.append(ev(parts, "STOP", True))
     if not out:
-        out.append(ev([{"text": ""}], "STOP", True))
+        out.append(ev([{"text": ""}], ans.get("stop_reason") or "STOP", True))
     return out
 
 

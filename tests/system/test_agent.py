@@ -13,10 +13,12 @@ child's environment, never sent where a profile points."""
 import json
 import os
 import stat
+import subprocess
 import time
 
 import pytest
 
+from conftest import GBRCTL
 from fakellm import FakeLLM
 
 KEY = "sk-gbr-TEST-5f2b9c0e7a14d3"
@@ -309,6 +311,23 @@ def test_429_then_success(make_daemon, fake, ws, provider):
     assert retries[1]["delay_ms"] <= 3000
     assert len(fake.llm_requests()) == 3
     assert [p for p in turn_events(c, t) if p["type"] == "message"][-1]["message"]["content"] == "third time lucky"
+
+
+def test_gemini_retry_info_is_honoured(make_daemon, fake, ws):
+    """Gemini says how long to wait in the 429 body (google.rpc.RetryInfo),
+    not in a Retry-After header."""
+    fake.push({"status": 429, "body": [{"error": {
+        "code": 429, "message": "Resource has been exhausted",
+        "status": "RESOURCE_EXHAUSTED", "details": [{
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": "2s"}]}}]},
+              {"text": "after the wait"})
+    d = start(make_daemon, fake, "gemini", "retry_max_ms = 5000\n")
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "hi")
+    assert end["outcome"] == "completed"
+    retries = [p for p in turn_events(c, t) if p["type"] == "llm.retry"]
+    assert [r["delay_ms"] for r in retries] == [2000], retries
 
 
 def test_retries_give_up(make_daemon, fake, ws):
@@ -755,6 +774,52 @@ def test_deeply_nested_tool_arguments_are_refused(make_daemon, fake, ws, provide
     d.check_clean()
 
 
+@pytest.mark.parametrize("provider,why", (("anthropic", "refusal"),
+                                          ("openai", "content_filter"),
+                                          ("gemini", "SAFETY")))
+def test_a_refusal_ends_the_turn_saying_so(make_daemon, fake, ws, provider, why):
+    """A model that declines used to end a turn that looked completed,
+    with nothing in it and no word to the person."""
+    fake.push({"text": "", "stop_reason": why})
+    d = start(make_daemon, fake, provider)
+    c, sid = session(d, ws, name="r")
+    t, end = run_turn(c, sid, "do something it will not")
+    assert end["outcome"] == "refused", end
+    err = [p for p in turn_events(c, t) if p["type"] == "error"]
+    assert err and err[0]["kind"] == "refused" and why in err[0]["message"], err
+    # gbrctl send says so too, and fails.
+    fake.push({"text": "", "stop_reason": why})
+    r = d.ctl("send", "r", "again")
+    assert r.returncode == 1
+    assert "refused" in r.stderr and why in r.stderr, r.stderr
+    # After a restart the turn stays ended as it was.
+    d.kill9()
+    d.start()
+    st = d.conn().call("session.list")["result"]["sessions"][0]
+    assert st["state"] == "idle", st
+
+
+@pytest.mark.parametrize("provider", ("openai", "anthropic"))
+def test_oversized_tool_arguments_are_a_tool_error(make_daemon, fake, ws, provider):
+    """Arguments past 4 MiB (streamed in fragments) used to end the whole
+    turn with llm_error. The model is told instead, and the turn goes on."""
+    big = '{"path":"big.txt","content":"' + "x" * (5 * 1024 * 1024) + '"}'
+    fake.push({"tool_calls": [{"name": "write_file", "args_json": big,
+                               "fragment": 64 * 1024}]},
+              {"text": "I will send it in parts."})
+    d = start(make_daemon, fake, provider)
+    c, sid = session(d, ws)
+    t, end = run_turn(c, sid, "write a big file")
+    assert end["outcome"] == "completed", end
+    got = fake.wait_requests(2)[1].tool_results()
+    assert "invalid_params" in got[0][2] and "larger than 4194304" in got[0][2], got
+    assert not os.path.exists(os.path.join(ws, "big.txt"))
+    h = history(c, sid)
+    assert h[-1]["role"] == "assistant" and "in parts" in h[-1]["content"]
+    # The stored records stay small: nothing of the 5 MiB was kept.
+    assert len(json.dumps(h)) < 64 * 1024
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_nul_bytes_from_the_model_cut_nothing_short(make_daemon, fake, ws, provider):
     """A model may write \\u0000 (quoting a command's output). It used to
@@ -786,3 +851,74 @@ def test_nul_bytes_from_the_model_cut_nothing_short(make_daemon, fake, ws, provi
             for x in v:
                 yield from strings(x)
     assert not any("\0" in x for x in strings(params(c)))
+
+
+def test_gbrctl_send_shows_approvals_and_tool_results(make_daemon, fake, ws):
+    """gbrctl send said nothing of a pending approval (no id, no diff) or
+    of a tool's result: those events name no turn, and were skipped."""
+    fake.push({"tool_calls": [{"name": "write_file", "args": {
+        "path": "secret.cfg", "content": "x = 1\n"}}]},
+        {"tool_calls": [{"name": "read_file", "args": {"path": "hello.txt"}}]},
+        {"text": "The config is written."})
+    d = start(make_daemon, fake, "openai")
+    c, sid = session(d, ws, name="ctl")
+    p = subprocess.Popen([GBRCTL, "send", "ctl", "write the config"], env=d.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    pending = []
+    while not pending and time.time() < deadline:
+        pending = [a for a in c.call("approval.list", {})["result"]["approvals"]
+                   if a["state"] == "pending"]
+        time.sleep(0.05)
+    assert pending, "no approval was asked"
+    aid = pending[0]["id"]
+    r = c.call("approval.resolve", {"id": aid, "decision": "approve"})
+    assert "result" in r, r
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, (out, err)
+    assert aid in out and "+x = 1" in out, out
+    assert "gbrctl approve %s" % aid in out, out
+    assert "hello.txt" in out and "The config is written." in out, out
+
+
+def test_a_human_edit_tells_the_model_what_changed(make_daemon, fake, ws):
+    """The model was told only "edited": true; it now gets the diff from
+    its proposal to what the human wrote."""
+    fake.push({"tool_calls": [{"name": "write_file", "args": {
+        "path": "secret.cfg", "content": "mode = fast\nlevel = 1\n"}}]},
+        {"text": "noted"})
+    d = start(make_daemon, fake, "anthropic")
+    c, sid = session(d, ws)
+    t = send(c, sid, "write the config")
+    req = wait_for(c, lambda p: p["type"] == "approval.requested")[0]
+    r = c.call("approval.resolve", {"id": req["approval"]["id"],
+                                    "decision": "edit",
+                                    "content": "mode = safe\nlevel = 1\n"})
+    assert "result" in r, r
+    end = wait_for(c, turn_end(t))[0]
+    assert end["outcome"] == "completed", end
+    with open(os.path.join(ws, "secret.cfg")) as f:
+        assert f.read() == "mode = safe\nlevel = 1\n"
+    got = fake.wait_requests(2)[1].tool_results()
+    text = got[0][2]
+    assert '"edited": true' in text or '"edited":true' in text, text
+    assert "-mode = fast" in text and "+mode = safe" in text, text
+
+
+def test_gbrctl_send_events_streams_one_json_line_per_event(make_daemon, fake, ws):
+    """For programs (as claude -p --output-format stream-json): each event
+    of the turn on its own line as it comes, then the summary."""
+    fake.push({"text": "Reading it.", "chunks": 3,
+               "tool_calls": [{"name": "read_file", "args": {"path": "hello.txt"}}]},
+              {"text": "It says hello."})
+    d = start(make_daemon, fake, "gemini")
+    session(d, ws, name="ev")
+    r = d.ctl("send", "--events", "ev", "read hello.txt")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(l) for l in r.stdout.splitlines()]
+    types = [l.get("type") for l in lines[:-1]]
+    assert types.count("message.delta") >= 3, types
+    assert "tool.result" in types and types[-1] == "session.state", types
+    assert all(l["session"] == lines[0]["session"] for l in lines[:-1])
+    last = lines[-1]
+    assert last["outcome"] == "completed" and "type" not in last, last

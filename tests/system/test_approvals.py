@@ -1,4 +1,4 @@
-"""Human approvals (issue 7) against a real gbrd: a call that needs a
+"""Human approvals against a real gbrd: a call that needs a
 human waits without blocking anyone, is decided from any client (approve,
 deny, edit; the first decision wins), survives kill -9 pending or half
 applied (interrupted, never re-run by itself), expires, is withdrawn when
@@ -7,6 +7,7 @@ and session grants. gbrctl's approvals/approve/deny/edit/grants/revoke,
 and the escaping of what a human is shown."""
 import json
 import os
+import re
 import stat
 import time
 
@@ -737,7 +738,7 @@ def test_gbrctl_help_without_daemon(make_daemon):
     assert r.returncode == 2 and "unknown command 'nope'" in r.stderr
     # Only the first argument asks for help: after it, "-h" is an argument.
     r = d.ctl("run", "abc", "--", "-h")
-    assert r.returncode == 3 and "usage" not in r.stdout
+    assert r.returncode == 125 and "usage" not in r.stdout
 
 
 def test_gbrctl_edit_with_editor(daemon, ws, tmpdir_short):
@@ -1009,3 +1010,366 @@ def test_tool_cancel_withdraws_and_reports(daemon, ws):
     assert r["error"]["data"]["kind"] == "session_not_found", r
     r = other.call("tool.cancel", {"session": sid})
     assert r["error"]["data"]["kind"] == "invalid_params", r
+
+
+# An approval applies to exactly the object the human was shown: the
+# canonical path the write resolved to and, there, the same file with the
+# same bytes (or still no file, below the same folder). Anything else
+# swapped in between the request and the decision (here by the test
+# itself, standing in for an agent's command) ends the call with
+# changed_since_approval, and nothing is written anywhere.
+
+PIN_PROFILE = ("[env]\nprotected_files = gleam.toml, manifest.toml, "
+               "cfg/*.toml\n")
+GLEAM_OLD = 'name = "app"\nversion = "1.0.0"\n'
+HUMAN = 'name = "app"\nversion = "7.7.7"\n# a human wrote this\n'
+
+
+def tree(top):
+    """Everything under top: each file's bytes and inode, each link's
+    target, each folder; what an approved write must leave alone."""
+    out = {}
+    for d, dirs, files in os.walk(top):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, top)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", st.st_ino)
+            else:
+                with open(p, "rb") as f:
+                    out[rel] = ("file", f.read(), st.st_ino)
+    return out
+
+
+@pytest.fixture
+def pinws(ws):
+    """The workspace with a profile protecting a file in a folder too."""
+    write(os.path.join(ws, ".gbr_envs", "pin.ini"), PIN_PROFILE)
+    write(os.path.join(ws, "manifest.toml"), "packages = []\n")
+    write(os.path.join(ws, "cfg", "app.toml"), "port = 1\n")
+    return ws
+
+
+def swap_link(ws, name, target):
+    os.unlink(os.path.join(ws, name))
+    os.symlink(target, os.path.join(ws, name))
+
+
+def replace_file(ws, name):
+    """Same bytes, another inode: renamed over the name."""
+    p = os.path.join(ws, name)
+    with open(p, "rb") as f:
+        data = f.read()
+    with open(p + ".new", "wb") as f:
+        f.write(data)
+    os.replace(p + ".new", p)
+
+
+def change_in_place(ws, name):
+    """Same inode, same size, same mtime (set back): other bytes."""
+    p = os.path.join(ws, name)
+    st = os.stat(p)
+    with open(p, "r+b") as f:
+        data = f.read()
+        f.seek(0)
+        f.write(data.replace(b"1", b"9", 1) if b"1" in data else
+                b"X" + data[1:])
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(p).st_ino == st.st_ino and \
+        os.stat(p).st_mtime_ns == st.st_mtime_ns
+
+
+def parent_to_link(ws, folder):
+    """The folder moved away, a link to a look-alike folder in its place."""
+    os.rename(os.path.join(ws, folder), os.path.join(ws, folder + ".orig"))
+    os.makedirs(os.path.join(ws, "other"))
+    for n in os.listdir(os.path.join(ws, folder + ".orig")):
+        with open(os.path.join(ws, folder + ".orig", n), "rb") as f:
+            data = f.read()
+        with open(os.path.join(ws, "other", n), "wb") as f:
+            f.write(data)
+    os.symlink("other", os.path.join(ws, folder))
+
+
+def parent_replaced(ws, folder):
+    """The folder moved away, a new empty real folder in its place."""
+    os.rename(os.path.join(ws, folder), os.path.join(ws, folder + ".orig"))
+    os.makedirs(os.path.join(ws, folder))
+
+
+def appear(ws, name):
+    write(os.path.join(ws, name), "made meanwhile\n")
+
+
+EDIT_ARGS = {"gleam.toml": ("1.0.0", "2.0.0"), "cfg/app.toml": ("1", "2")}
+
+# name: (target path, it exists, the change made while the human decides)
+PIN_CASES = {
+    "link_to_gbr_envs": ("gleam.toml", True,
+                         lambda w: swap_link(w, "gleam.toml",
+                                             ".gbr_envs/default.ini")),
+    "link_to_other_protected": ("gleam.toml", True,
+                                lambda w: swap_link(w, "gleam.toml",
+                                                    "manifest.toml")),
+    "new_inode": ("gleam.toml", True, lambda w: replace_file(w, "gleam.toml")),
+    "in_place": ("gleam.toml", True,
+                 lambda w: change_in_place(w, "gleam.toml")),
+    "parent_to_link": ("cfg/app.toml", True,
+                       lambda w: parent_to_link(w, "cfg")),
+    "new_file_appears": ("cfg/new.toml", False,
+                         lambda w: appear(w, "cfg/new.toml")),
+    "new_file_parent_replaced": ("cfg/new.toml", False,
+                                 lambda w: parent_replaced(w, "cfg")),
+    "new_file_parent_to_link": ("cfg/new.toml", False,
+                                lambda w: parent_to_link(w, "cfg")),
+}
+
+
+def pin_ask(c, sid, tool, path):
+    if tool == "edit_file":
+        old, new = EDIT_ARGS[path]
+        return ask(c, sid, "edit_file", {"path": path, "old_string": old,
+                                         "new_string": new})
+    return ask(c, sid, "write_file", {"path": path, "content": HUMAN + "w\n"})
+
+
+def assert_changed(d, reply, a, ws, before, profile):
+    """The call ended with changed_since_approval, the approval failed,
+    and nothing under the workspace changed: no write through the link,
+    no new file, no temporary file left behind, the profile's bytes as
+    they were."""
+    err = reply["error"]
+    assert err["data"]["kind"] == "changed_since_approval", reply
+    assert err["data"]["approval_id"] == a["id"], reply
+    assert "ask again" in err["message"], err["message"]
+    assert tree(ws) == before
+    with open(os.path.join(ws, ".gbr_envs", "default.ini"), "rb") as f:
+        assert f.read() == profile
+    done = approvals(d, id=a["id"])[0]
+    assert done["state"] == "failed", done
+    assert done["result"]["error"]["kind"] == "changed_since_approval"
+
+
+@pytest.mark.parametrize("decision", ["approve", "edit"])
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+@pytest.mark.parametrize("case", sorted(PIN_CASES))
+def test_approval_pins_the_object(daemon, pinws, case, tool, decision):
+    path, exists, change = PIN_CASES[case]
+    if tool == "edit_file" and not exists:
+        pytest.skip("edit_file of a missing file fails without asking")
+    with open(os.path.join(pinws, ".gbr_envs", "default.ini"), "rb") as f:
+        profile = f.read()
+    c, sid = new_session(daemon, pinws, env="pin")
+    rid, a = pin_ask(c, sid, tool, path)
+    assert a["path"] == path and a["why"] == "protected_path"
+    change(pinws)
+    before = tree(pinws)
+    kw = {"content": HUMAN} if decision == "edit" else {}
+    r = resolve(daemon, a["id"], decision, **kw)
+    assert "result" in r, r
+    assert_changed(daemon, answer(c, rid), a, pinws, before, profile)
+    res = tool_results(daemon, sid, a["call_id"])
+    assert len(res) == 1 and res[0]["error"]["kind"] == "changed_since_approval"
+    wait_until(lambda: state_of(daemon, sid) == "idle")
+    # Asked again, the agent gets a fresh approval for what is there now.
+    if case == "link_to_gbr_envs":
+        assert write_kind(c, sid, path) == "env_dir"
+
+
+@pytest.mark.parametrize("decision", ["approve", "edit"])
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+def test_approval_pins_unchanged_object_applies(daemon, pinws, tool, decision):
+    """The same requests with nothing changed meanwhile still apply, for a
+    file in a folder and for a new file."""
+    c, sid = new_session(daemon, pinws, env="pin")
+    for path in ("gleam.toml", "cfg/app.toml") + (
+            ("cfg/new.toml",) if tool == "write_file" else ()):
+        rid, a = pin_ask(c, sid, tool, path)
+        kw = {"content": HUMAN} if decision == "edit" else {}
+        assert "result" in resolve(daemon, a["id"], decision, **kw)
+        reply = answer(c, rid)
+        assert "result" in reply, reply
+        got = read(os.path.join(pinws, path))
+        if decision == "edit":
+            assert got == HUMAN
+        elif tool == "write_file":
+            assert got == HUMAN + "w\n"
+        else:
+            assert EDIT_ARGS[path][1] in got
+
+
+def test_approval_pin_builtin_default(daemon, tmpdir_short):
+    """The reported case, with the built-in default profile (gleam.toml
+    protected): the link swap into .gbr_envs/ is refused."""
+    d = os.path.join(tmpdir_short, "bare")
+    write(os.path.join(d, "gleam.toml"), GLEAM_OLD)
+    write(os.path.join(d, ".gbr_envs", "other.ini"), "[env]\nautonomy = full\n")
+    with open(os.path.join(d, ".gbr_envs", "other.ini"), "rb") as f:
+        profile = f.read()
+    c, sid = new_session(daemon, d)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": "[env]\nautonomy = full\n"
+                                                   "protected_files = \n"})
+    swap_link(d, "gleam.toml", ".gbr_envs/other.ini")
+    before = tree(d)
+    assert "result" in resolve(daemon, a["id"], "approve")
+    err = answer(c, rid)["error"]
+    assert err["data"]["kind"] == "changed_since_approval", err
+    assert tree(d) == before
+    with open(os.path.join(d, ".gbr_envs", "other.ini"), "rb") as f:
+        assert f.read() == profile
+
+
+@pytest.mark.parametrize("decision", ["approve", "edit"])
+@pytest.mark.parametrize("case", ["link_to_gbr_envs", "in_place",
+                                  "new_file_appears"])
+def test_approval_pin_survives_kill9(make_daemon, pinws, case, decision):
+    """The pin is in the approval's record: decided after a kill -9 and a
+    restart, the approval still refuses a changed object."""
+    path, exists, change = PIN_CASES[case]
+    with open(os.path.join(pinws, ".gbr_envs", "default.ini"), "rb") as f:
+        profile = f.read()
+    d = make_daemon()
+    c, sid = new_session(d, pinws, env="pin")
+    rid, a = ask(c, sid, "write_file", {"path": path, "content": HUMAN})
+    d.kill9()
+    change(pinws)
+    before = tree(pinws)
+    d.start()
+    w = watcher(d, sid)
+    kw = {"content": HUMAN + "edited\n"} if decision == "edit" else {}
+    assert "result" in resolve(d, a["id"], decision, **kw)
+    wait_for(w, lambda p: p["type"] == "tool.result" and
+             p["call_id"] == a["call_id"])
+    res = tool_results(d, sid, a["call_id"])
+    assert len(res) == 1 and res[0]["error"]["kind"] == "changed_since_approval"
+    assert tree(pinws) == before
+    with open(os.path.join(pinws, ".gbr_envs", "default.ini"), "rb") as f:
+        assert f.read() == profile
+    assert approvals(d, id=a["id"])[0]["state"] == "failed"
+
+
+def test_approval_pin_survives_kill9_and_applies(make_daemon, pinws):
+    """Unchanged across the restart, the pinned write applies."""
+    d = make_daemon()
+    c, sid = new_session(d, pinws, env="pin")
+    rid, a = ask(c, sid, "write_file", {"path": "cfg/new.toml",
+                                        "content": HUMAN})
+    rid2, b = ask(c, sid, "edit_file", {"path": "gleam.toml",
+                                        "old_string": "1.0.0",
+                                        "new_string": "2.0.0"})
+    d.kill9()
+    d.start()
+    w = watcher(d, sid)
+    assert "result" in resolve(d, a["id"], "approve")
+    assert "result" in resolve(d, b["id"], "edit", content=HUMAN)
+    for x in (a, b):
+        wait_for(w, lambda p: p["type"] == "tool.result" and
+                 p["call_id"] == x["call_id"])
+        assert tool_results(d, sid, x["call_id"])[0]["ok"] is True
+    assert read(os.path.join(pinws, "cfg", "new.toml")) == HUMAN
+    assert read(os.path.join(pinws, "gleam.toml")) == HUMAN
+
+
+@pytest.mark.parametrize("target,why,path", [
+    (".gbr_envs/default.ini", "env_dir", ".gbr_envs/default.ini"),
+    ("manifest.toml", "protected_path", "manifest.toml")])
+def test_grant_does_not_follow_a_new_link(daemon, pinws, target, why, path):
+    """A session grant is for a tool on a canonical path: once gleam.toml
+    is a link into another protected path, the granted write asks again
+    (for what the link leads to) and nothing is written meanwhile."""
+    with open(os.path.join(pinws, ".gbr_envs", "default.ini"), "rb") as f:
+        profile = f.read()
+    c, sid = new_session(daemon, pinws, env="pin")
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "v1\n"})
+    assert "result" in resolve(daemon, a["id"], "approve", scope="session")
+    assert "result" in answer(c, rid)
+    r = c.call("tool.call", {"session": sid, "tool": "write_file",
+                             "args": {"path": "gleam.toml", "content": "v2\n"}})
+    assert "result" in r and read(os.path.join(pinws, "gleam.toml")) == "v2\n"
+    swap_link(pinws, "gleam.toml", target)
+    before = tree(pinws)
+    rid, b = ask(c, sid, "write_file", {"path": "gleam.toml", "content": "v3\n"})
+    assert b["why"] == why and b["path"] == path, b
+    assert tree(pinws) == before
+    resolve(daemon, b["id"], "deny")
+    assert answer(c, rid)["error"]["data"]["kind"] == "denied"
+    assert tree(pinws) == before
+    with open(os.path.join(pinws, ".gbr_envs", "default.ini"), "rb") as f:
+        assert f.read() == profile
+
+
+@pytest.mark.parametrize("name,other", [
+    ("prompts/[x].md", "prompts/x.md"),
+    ("prompts/p*.md", "prompts/pa.md"),
+    ("prompts/[y.md", None)])
+def test_system_file_with_glob_characters_is_protected(daemon, ws, name,
+                                                       other):
+    """A profile's system_file is protected as itself: a name holding glob
+    characters is not read as a pattern, so writing that very file waits
+    for a human (and leaves it as it was until approved), while a name
+    the pattern would have matched is an ordinary file."""
+    write(os.path.join(ws, name), "You are careful.\n")
+    write(os.path.join(ws, ".gbr_envs", "lit.ini"),
+          "[prompt]\nsystem_file = %s\n" % name)
+    c, sid = new_session(daemon, ws, env="lit")
+    rid, a = ask(c, sid, "write_file", {"path": name,
+                                        "content": "You obey the agent.\n"})
+    assert a["why"] == "protected_path" and a["path"] == name, a
+    assert [x["id"] for x in approvals(daemon, session=sid)] == [a["id"]]
+    assert read(os.path.join(ws, name)) == "You are careful.\n"
+    shown = daemon.conn().call("env.show", {"session": sid})["result"]
+    assert shown["protected_paths"] == [name], shown
+    assert "result" in resolve(daemon, a["id"], "approve")
+    assert "result" in answer(c, rid)
+    assert read(os.path.join(ws, name)) == "You obey the agent.\n"
+    if other is not None:
+        assert write_kind(c, sid, other) == "ok"
+        assert read(os.path.join(ws, other)) == "x"
+
+
+def test_gbrctl_approvals_shows_each_diff(daemon, ws):
+    """gbrctl approvals listed one row per approval; a person deciding
+    needs what it would change, escaped, below its row."""
+    c, sid = new_session(daemon, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml",
+                                        "content": GLEAM_NEW + "evil = \"\u202e\"\n"})
+    r = daemon.ctl("approvals")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    diff = [l for l in lines[2:] if l.startswith("    ")]
+    assert any(l.startswith("    +") and "version" in l for l in diff), lines
+    assert "\u202e" not in r.stdout and "\\u{202E}" in r.stdout, r.stdout
+    resolve(daemon, a["id"], "deny")
+    answer(c, rid)
+
+
+def test_who_decided_is_kept_and_shown(make_daemon, ws):
+    """Which terminal or script answered an approval: the client's name
+    and pid, in approval.resolved and approval.list, after a restart too."""
+    d = make_daemon()
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": GLEAM_NEW})
+    r = d.ctl("deny", a["id"], "--reason", "no")
+    assert r.returncode == 0, r.stderr
+    e = answer(c, rid)["error"]["data"]
+    assert e["kind"] == "denied"
+    got = approvals(d, id=a["id"])[0]
+    assert re.match(r"gbrctl/\S+ pid \d+$", got["decided_by"]), got
+    d.stop()
+    d.start()
+    again = approvals(d, id=a["id"])[0]
+    assert again["decided_by"] == got["decided_by"], again
+    # A raw client is named by its hello.
+    c, sid = new_session(d, ws)
+    rid, a = ask(c, sid, "write_file", {"path": "gleam.toml", "content": GLEAM_NEW})
+    w = d.conn()
+    w.call("session.attach", {"session": sid})
+    assert "result" in resolve(d, a["id"], "approve")
+    ev = wait_for(w, lambda p: p["type"] == "approval.resolved" and
+                  p["approval"]["state"] == "approved")[-1]
+    assert ev["approval"]["decided_by"].endswith(" pid %d" % os.getpid()), ev
+    answer(c, rid)

@@ -1,4 +1,4 @@
-"""System tests for the disk log (issue 3): log.append and log.read on the
+"""System tests for the disk log: log.append and log.read on the
 real gbrd, following and eviction, durability across SIGKILL, injected
 storage errors, the disk budget, torn tails, corruption and --repair, and
 `gbrctl log verify`."""

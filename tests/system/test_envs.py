@@ -113,6 +113,32 @@ def test_hot_reload(daemon, ws):
     assert write_kind(c, sid, "other.txt") == "protected_path"
 
 
+def test_hot_reload_beyond_the_inotify_workspaces(daemon, tmpdir_short):
+    """Past 64 workspaces watched with inotify, the next ones are polled:
+    an edit there still reloads, and daemon.status says how each is watched."""
+    c = daemon.conn()
+    last = None
+    for i in range(70):
+        d = os.path.join(tmpdir_short, "w%d" % i)
+        write(os.path.join(d, ".gbr_envs", "dev.ini"),
+              PROFILE.format(prot="locked.txt", prompt="You are %d." % i))
+        r = c.call("session.create", {"workspace": d, "env": "dev"})
+        assert "result" in r, r
+        last = (d, r["result"]["id"])
+    st = c.call("daemon.status")["result"]["security"]["env_watch"]
+    assert st["watched_workspaces"] == 70
+    assert st["inotify"] == 64 and st["poll"] == 6, st
+    d, sid = last
+    w = daemon.conn()
+    w.call("session.attach", {"session": sid})
+    write(os.path.join(d, ".gbr_envs", "dev.ini"),
+          PROFILE.format(prot="other.txt", prompt="You are polled."))
+    wait_for(w, lambda p: p["type"] == "env.reloaded", timeout=20)
+    h = c.call("session.history", {"session": sid})["result"]
+    assert h["system"]["content"] == "You are polled."
+    assert write_kind(c, sid, "other.txt") == "protected_path"
+
+
 def test_burst_gives_one_reload(daemon, ws):
     c, w, sid = session(daemon, ws)
     path = os.path.join(ws, ".gbr_envs", "dev.ini")
@@ -130,7 +156,7 @@ def test_burst_gives_one_reload(daemon, ws):
 
 def test_restart_gives_each_session_its_own_profile(make_daemon, tmpdir_short):
     """At start the sessions of one workspace share the profile loaded for
-    the first of them (reload_recover's cache): each session must still get
+    the first of them (session_env_recover's cache): each session must still get
     its own workspace's profile under its own name, and a later edit must
     reach exactly the sessions of that workspace."""
     wa = os.path.join(tmpdir_short, "a")
@@ -333,3 +359,19 @@ def test_restart_refuses_a_workspace_made_again_by_another_owner(
     r = c.call("tool.call", {"session": sid, "tool": "list_directory",
                              "args": {"path": "."}})
     assert "result" in r, r
+
+
+def test_gbrctl_env_list_marks_the_profile_in_use(daemon, ws):
+    c, w, sid = session(daemon, ws)
+    write(os.path.join(ws, ".gbr_envs", "other.ini"),
+          PROFILE.format(prot="x.txt", prompt="Other."))
+    lines = daemon.ctl("env", "list", sid).stdout.splitlines()
+    marked = [l.split()[1] for l in lines if l.startswith("* ")]
+    assert marked == ["dev"], lines
+    assert any(l.split()[0] == "other" for l in lines if not l.startswith("*"))
+    assert "result" in c.call("env.use", {"session": sid, "env": "other"})
+    lines = daemon.ctl("env", "list", sid).stdout.splitlines()
+    assert [l.split()[1] for l in lines if l.startswith("* ")] == ["other"], lines
+    # A folder's listing has no session: nothing is marked.
+    lines = daemon.ctl("env", "list", ws).stdout.splitlines()
+    assert lines and not any(l.startswith("*") for l in lines), lines

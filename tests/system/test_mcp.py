@@ -1,4 +1,4 @@
-"""gbrctl mcp, the MCP server over stdio (issue 9).
+"""gbrctl mcp, the MCP server over stdio.
 
 Two kinds of client drive it. The official MCP TypeScript SDK
 (@modelcontextprotocol/sdk, installed from npm into tests/mcp by `npm ci`
@@ -363,7 +363,7 @@ def test_sdk_errors(daemon, ws, sdk):
     # An unknown tool is a protocol error, -32602.
     r = s.run("call", name="no_such_tool", arguments={})
     assert r["ok"] is False and r["error"]["code"] == -32602, r
-    # .gbr_envs waits for a human (issue 7); denied, it is an isError result.
+    # .gbr_envs waits for a human; denied, it is an isError result.
     t = s.send("call", name="write_file", arguments={
         "path": ".gbr_envs/default.ini", "content": "[env]\nautonomy = full\n"},
         timeout=120000)
@@ -468,12 +468,10 @@ def pending_approvals(daemon, sid):
 
 
 def test_sdk_approval_wait(daemon, ws, sdk):
-    """ISSUE 7 (approvals): a write to a protected file waits for a human;
-    gbrctl approve lets it complete, gbrctl deny makes it an isError result,
-    and a client that goes away withdraws its approval. Skipped only while
-    this gbrd has no approval.list (issue 7 not merged yet)."""
-    if not approvals_available(daemon):
-        pytest.skip("ISSUE 7 NOT LANDED: this gbrd has no approval.list yet")
+    """Approvals: a write to a protected file waits for a human; gbrctl
+    approve lets it complete, gbrctl deny makes it an isError result, and a
+    client that goes away withdraws its approval."""
+    assert approvals_available(daemon)
     s = sdk()
     s.call("read_file", path="hello.txt")
     sid = session_of(daemon, ws)
@@ -805,8 +803,7 @@ def test_raw_approval_survives_gbrd_restart(raw, daemon, ws):
     durable, so the bridge connects again (here it starts gbrd itself, as
     it would for a user), asks again with the same request_id, and the
     human's decision still reaches the client."""
-    if not approvals_available(daemon):
-        pytest.skip("ISSUE 7 NOT LANDED: this gbrd has no approval.list yet")
+    assert approvals_available(daemon)
     r = raw()
     r.init()
     assert r.tool("read_file", path="hello.txt")["isError"] is False

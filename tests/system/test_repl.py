@@ -243,6 +243,36 @@ def test_plain_stdin_scripts_the_repl(make_daemon, ws):
         assert re.search(r"^  %s +\S" % re.escape(n), r.stdout, re.M), n
 
 
+def test_help_is_the_command_table_and_aliases_work(make_daemon, ws):
+    """/help is made from the commands' table: every command with its
+    arguments and aliases, help wrapped under its column; /list and /exit
+    are /sessions and /detach."""
+    d = make_daemon()
+    r = subprocess.run([GBR, ws], input="/help\n/list\n", env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    for left in ["/help, /?", "/sessions, /list", "/attach NAME", "/history [N]",
+                 "/run PROGRAM [ARGS...]", "/tool NAME [JSON]", "/approve ID [session]",
+                 "/deny ID [REASON]", "/edit ID", "/detach, /quit, /exit",
+                 "/call METHOD [JSON]"]:
+        assert re.search(r"^  %s +\S" % re.escape(left), r.stdout, re.M), left
+    assert all(len(l) <= 76 for l in r.stdout.splitlines() if l.startswith("  /"))
+    assert re.search(r"^ {20}and rules\); words as in a shell", r.stdout, re.M)
+    assert sessions(d)[0]["id"] in r.stdout, "/list lists the sessions"
+    # /exit leaves while stdin is still open.
+    p = subprocess.Popen([GBR, ws], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=d.env)
+    try:
+        p.stdin.write(b"/exit\n")
+        p.stdin.flush()
+        assert p.wait(timeout=15) == 0
+    finally:
+        p.stdin.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_run_and_tool_without_a_model(make_daemon, ws):
     """/run and /tool use the session's tools with no LLM configured: the
     output whole (escaped), how the command ended, errors with their kind.
@@ -329,7 +359,7 @@ def test_run_waits_for_an_approval_without_blocking_the_prompt(make_daemon, term
     quit_repl(t)
 
 
-# --- Human approvals at the prompt (issue 7) ---------------------------------
+# --- Human approvals at the prompt -------------------------------------------
 
 # The question: files have [e]dit, .gbr_envs/ no [s]ession-approve (it is
 # asked every time), commands no [e]dit.
@@ -591,6 +621,43 @@ def test_edit_of_an_edit_file_starts_from_the_file_with_the_change(
     quit_repl(t)
 
 
+def test_edit_starts_from_what_gbrd_proposes_not_the_file_now(
+        make_daemon, terms, aws, tmpdir_short):
+    """The editor gets gbrd's proposal (approval.list's content), not the
+    REPL's own guess from the file as it is now: a file changed since the
+    ask is edited from what the person was shown, and gbrd refuses the
+    write (its pin), so nothing reaches the file."""
+    with open(os.path.join(aws, ".gbr_envs", "default.ini"), "w") as f:
+        f.write("[env]\nprotected_files = gleam.toml\n")
+    with open(os.path.join(aws, "gleam.toml"), "w") as f:
+        f.write('name = "app"\nversion = "1"\n')
+    d = make_daemon()
+    out = os.path.join(tmpdir_short, "ed")
+    os.makedirs(out)
+    ed = editor(out, "sed -i 's/version = \"2\"/version = \"3\"/' \"$1\"")
+    t = terms("edit4", d.env, aws)
+    repl(t, prefix="TMPDIR=%s EDITOR=%s " % (out, ed))
+    sid = sessions(d)[0]["id"]
+    c, rid = ask(d, sid, "edit_file", {"path": "gleam.toml", "old_string": 'version = "1"',
+                                       "new_string": 'version = "2"'})
+    s = t.wait(FULL_QUESTION)
+    aid = approval_id(s)
+    # The file changes after the ask: old_string is no longer in it.
+    with open(os.path.join(aws, "gleam.toml"), "w") as f:
+        f.write('name = "app"\nversion = "9"\n')
+    t.type("e")
+    t.keys("Enter")
+    t.wait(r"\* editing \S+ \(the whole new file, as gbrd proposes it\)")
+    r = answer_of(c, rid)
+    assert "error" in r and r["error"]["data"]["kind"] == "changed_since_approval", r
+    with open(os.path.join(out, "proposed")) as f:
+        assert f.read() == 'name = "app"\nversion = "2"\n'
+    with open(os.path.join(aws, "gleam.toml")) as f:
+        assert f.read() == 'name = "app"\nversion = "9"\n'
+    t.wait(r"^gbr:%s>\s*$" % sid)
+    quit_repl(t)
+
+
 def test_session_approve_lets_the_same_file_through_afterwards(make_daemon, terms, aws):
     with open(os.path.join(aws, ".gbr_envs", "default.ini"), "w") as f:
         f.write("[env]\nprotected_files = gleam.toml\n")
@@ -751,3 +818,303 @@ def test_plain_stdin_lists_and_answers_approvals(make_daemon, aws):
     assert "was already answered" in r.stdout
     assert "usage: /approve ID [session]" in r.stdout
     assert "no approval nosuch is pending" in r.stdout
+
+
+def test_startup_line_says_what_keeps_commands_in(make_daemon, terms, ws):
+    # On a terminal: one line naming the layers that hold here.
+    d = make_daemon()
+    st = d.ctl_json("status")["security"]["runner"]
+    t = terms("layers", d.env, ws)
+    t.keys(GBR, "Enter")
+    t.wait(r"Ctrl-D detaches")
+    want = "own namespaces" if st["namespaces"]["active"] else "no namespaces"
+    t.wait(r"\* commands: %s.*Landlock %s, seccomp on" % (
+        want, "on" if st["landlock"]["active"] else "off"))
+    t.keys("C-d")
+    # Where commands are refused, the REPL says why even without a
+    # terminal, and a /run fails with the same reason.
+    d2 = make_daemon(config="[exec]\nseccomp = off\n")
+    r = subprocess.run([GBR, ws], input="/run true\n", env=d2.env,
+                       capture_output=True, text=True, timeout=30)
+    assert "commands are refused here" in r.stdout + r.stderr
+    assert "accept_risks = control" in r.stdout + r.stderr
+    assert r.returncode == 4
+
+
+def test_the_answer_and_command_output_stream_as_they_come(make_daemon, terms, ws):
+    """Partial text is on the screen before the message ends, and a
+    command's output line by line while it runs (live events repeat the
+    last seq; the REPL used to drop them)."""
+    from fakellm import FakeLLM
+    from test_agent import profile, start
+    fake = FakeLLM()
+    try:
+        profile(ws, "[env]\nautonomy = full\n")
+        d = start(make_daemon, fake, "openai")
+        fake.push({"text": "AAAA BBBB CCCC DDDD", "chunks": 4, "delay": 1.5})
+        t = terms("stream", d.env, ws)
+        repl(t)
+        # The model the turns will ask is said at start.
+        t.wait(r"\* model: openai \S+ \(http://127\.0\.0\.1:\d+")
+        t.type("stream please")
+        t.keys("Enter")
+        s = t.wait(r"AAAA")
+        assert "DDDD" not in s
+        t.wait(r"AAAA BBBB CCCC DDDD")
+        t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
+
+        fake.push({"tool_calls": [{"name": "run_command", "args": {"argv": [
+            "sh", "-c", "echo out-first; sleep 3; echo out-second >&2"]}}]},
+            {"text": "the command ran"})
+        t.type("run it")
+        t.keys("Enter")
+        s = t.wait(r"^  out-first$")
+        assert not re.search(r"^  out-second$", s, re.M), s
+        assert "the command ran" not in s
+        s = t.wait(r"^  out-second$")
+        t.wait(r"the command ran")
+        # Shown live once, then the result as one summary line.
+        s = t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
+        assert len(re.findall(r"^  out-first$", s, re.M)) == 1, s
+        quit_repl(t)
+    finally:
+        fake.close()
+
+
+def test_profile_reload_and_refusal_say_what_and_why(make_daemon, terms, aws):
+    """env.reloaded names the keys that changed; env.invalid gives its
+    reason (the event's error) and what stays in force."""
+    prof = os.path.join(aws, ".gbr_envs", "default.ini")
+    with open(prof, "w") as f:
+        f.write("[env]\nprotected_files = a.txt\n")
+    d = make_daemon()
+    t = terms("env", d.env, aws)
+    repl(t)
+    with open(prof + ".tmp", "w") as f:
+        f.write("[env]\nprotected_files = b.txt\n")
+    os.rename(prof + ".tmp", prof)
+    t.wait(r"\* profile default reloaded \(changed on disk\): "
+           r"env\.protected_files", timeout=20)
+    with open(prof + ".tmp", "w") as f:
+        f.write("[env]\nallowed_root = ../..\n")
+    os.rename(prof + ".tmp", prof)
+    s = t.wait(r"! profile default not applied: .*default\.ini:2", timeout=20)
+    assert "the rules in force stay (default)" in s
+    quit_repl(t)
+
+
+def test_attach_to_a_bad_name_and_new_keep_the_repl_attached(make_daemon, terms, ws):
+    """/attach with a name that is no session, and /new, used to leave the
+    REPL detached (session.history asked with limit 0) while the prompt
+    showed a session: messages were sent and answered, and nothing shown."""
+    d = make_daemon()
+    t = terms("att", d.env, ws)
+    repl(t)
+    first = sessions(d)[0]["id"]
+    t.type("/attach no-such-session")
+    t.keys("Enter")
+    t.wait(r"still on %s" % first)
+    t.type("still here")
+    t.keys("Enter")
+    t.wait(r"> still here\n(.*\n)*.*no_provider")
+    assert wait_for(lambda: [s["attached"] for s in sessions(d)] == [1])
+
+    t.type("/new other")
+    t.keys("Enter")
+    t.wait(r"new session other")
+    t.wait(r"^gbr:other>\s*$")
+    t.type("hello other")
+    t.keys("Enter")
+    t.wait(r"> hello other\n(.*\n)*.*no_provider")
+    by = {s.get("name") or s["id"]: s for s in sessions(d)}
+    assert by["other"]["attached"] == 1 and by[first]["attached"] == 0, by
+    assert by["other"]["messages"] >= 1
+
+    t.type("/attach %s" % first)
+    t.keys("Enter")
+    t.wait(r"attached to %s" % first)
+    t.type("back again")
+    t.keys("Enter")
+    t.wait(r"> back again\n(.*\n)*.*no_provider")
+    quit_repl(t)
+
+
+def test_run_shows_its_output_once(make_daemon, terms, ws):
+    """/run's output is on the screen once: live as the command runs, then
+    only how it ended (it used to print twice)."""
+    d = make_daemon()
+    t = terms("run1", d.env, ws)
+    repl(t)
+    t.type("/run sh -c 'echo once-only; sleep 1; echo second-line >&2'")
+    t.keys("Enter")
+    t.wait(r"^= exit 0 \(\d+ ms\)$")
+    s = t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
+    assert len(re.findall(r"^  once-only$", s, re.M)) == 1, s
+    assert len(re.findall(r"^  second-line$", s, re.M)) == 1, s
+    quit_repl(t)
+
+
+def test_a_daemon_stopped_on_purpose_stays_stopped(make_daemon, terms, ws):
+    """gbrctl shutdown with a REPL open: the REPL used to start another
+    gbrd at once, with the REPL's environment. It says the daemon was
+    stopped and how to start it, starts none, and comes back once someone
+    starts gbrd; a gbrd killed without a word is still started again."""
+    d = make_daemon()
+    t = terms("stop", d.env, ws)
+    repl(t)
+    sid = sessions(d)[0]["id"]
+    r = d.ctl("shutdown")
+    assert r.returncode == 0, r.stderr
+    d.expect_exit(0)
+    t.wait(r"gbrd was stopped \(requested by client pid \d+\) and is not "
+           r"started again on its own")
+    time.sleep(2.5)
+    assert not os.path.exists(d.socket), "a gbrd was started again"
+    t.type("hello while stopped")
+    t.keys("Enter")
+    t.wait(r"gbrd is stopped: not sent")
+    d.start()
+    t.wait(r"gbrd is back; reconnected", timeout=20)
+    t.type("after the restart")
+    t.keys("Enter")
+    t.wait(r"> after the restart\n(.*\n)*.*no_provider")
+    msgs = [m["content"] for m in d.ctl_json("history", sid)["messages"]
+            if m["role"] == "user"]
+    assert msgs == ["after the restart"], msgs
+    # Killed without a word: the REPL starts gbrd again, as before.
+    d.kill9()
+    t.wait(r"gbrd restarted \(new epoch", timeout=20)
+    assert os.path.exists(d.socket)
+    quit_repl(t)
+    assert d.ctl("shutdown").returncode == 0
+
+
+def test_gbrctl_send_streams_on_a_terminal(make_daemon, terms, ws):
+    """On a terminal (stdout line-buffered) gbrctl send printed the answer
+    only once a whole line was in; it shows as it streams."""
+    from fakellm import FakeLLM
+    from test_agent import start
+    fake = FakeLLM()
+    try:
+        d = start(make_daemon, fake, "openai")
+        d.ctl("new", "--name", "tty", ws)
+        fake.push({"text": "AAAA BBBB CCCC DDDD", "chunks": 4, "delay": 1.5})
+        t = terms("ctl", d.env, ws)
+        t.keys("clear; %s send tty 'stream please'; echo EXIT=$?" % GBRCTL, "Enter")
+        s = t.wait(r"AAAA")
+        assert "DDDD" not in s
+        t.wait(r"AAAA BBBB CCCC DDDD")
+        t.wait(r"^EXIT=0")
+    finally:
+        fake.close()
+
+
+def test_non_ascii_text_is_shown_as_it_is(make_daemon, ws):
+    """/tool's result showed 日本語 as \\u65E5...; text is printed as it is,
+    while a character that turns the line around is still escaped."""
+    d = make_daemon()
+    with open(os.path.join(ws, "jp.txt"), "w", encoding="utf-8") as f:
+        f.write("日本語 and caf\u00e9, evil \u202eright\n")
+    r = subprocess.run([GBR, ws], input='/tool read_file {"path": "jp.txt"}\n',
+                       env=d.env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "日本語 and café" in r.stdout, r.stdout
+    assert "\\u65e5" not in r.stdout.lower()
+    assert "\u202e" not in r.stdout and "\\u{202E}" in r.stdout, r.stdout
+
+
+def test_status_is_for_a_person(make_daemon, ws):
+    """/status printed daemon.status as JSON; it says which session, the
+    model and provider the next turn asks, tokens, approvals and gbrd."""
+    from fakellm import FakeLLM
+    from test_agent import start
+    fake = FakeLLM()
+    try:
+        d = start(make_daemon, fake, "anthropic", "model = claude-test-1\n")
+        fake.push({"text": "hi there", "usage": {"input": 120, "output": 7}})
+        r = subprocess.run([GBR, ws], input="hello\n", env=d.env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        # Each turn says what it cost.
+        assert re.search(r"^\* turn 1: 120 tokens in, 7 out$", r.stdout, re.M), r.stdout
+        # The same folder's session, once its turn has ended.
+        r = subprocess.run([GBR, ws], input="/status\n", env=d.env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        out = r.stdout
+        assert re.search(r"^model +anthropic claude-test-1 \(http://127\.0\.0\.1:",
+                         out, re.M), out
+        assert re.search(r"^tokens +this session in 120, out 7", out, re.M), out
+        assert re.search(r"^session +[0-9a-f]{12} on ", out, re.M), out
+        assert re.search(r"^approvals +0 pending", out, re.M), out
+        # Who is attached: this gbr (a gbrctl attach would be listed too).
+        assert re.search(r"^attached +gbr/\S+, pid \d+ \(this one\)$", out, re.M), out
+        assert re.search(r"^gbrd +\d+\.\d+\.\d+, pid \d+", out, re.M), out
+        assert '"uptime_ms"' not in out
+        # Without a provider it says why.
+        d2 = make_daemon(config="[llm]\nollama_url = off\n")
+        r = subprocess.run([GBR, ws], input="/status\n", env=d2.env,
+                           capture_output=True, text=True, timeout=60)
+        assert re.search(r"^model +none: ", r.stdout, re.M), r.stdout
+    finally:
+        fake.close()
+
+
+def test_a_piped_gbr_prints_only_what_its_lines_produce(make_daemon, ws):
+    """Piped, gbr printed the session's old history on attaching; a
+    script sees only what its own lines produce, unless --history asks."""
+    d = make_daemon()
+    r = subprocess.run([GBR, ws], input="an old message\n", env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "> an old message" in r.stdout
+    r = subprocess.run([GBR, ws], input="/run echo fresh-output\n", env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "fresh-output" in r.stdout and "an old message" not in r.stdout, r.stdout
+    r = subprocess.run([GBR, "--history", "5", ws], input="", env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "> an old message" in r.stdout, r.stdout
+    r = subprocess.run([GBR, "--history", "lots", ws], input="", env=d.env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--history takes 0 to 1000" in r.stderr
+
+
+def test_messages_typed_during_a_turn_are_queued(make_daemon, terms, ws):
+    """A message typed while a turn ran was refused ("a turn is running");
+    it is queued, shown as queued, and sent when the turn ends. Ctrl-C
+    clears the queue with the turn."""
+    d = make_daemon(env={"GBR_TEST_TURN_MS": "1500"})
+    env = dict(d.env)
+    env.pop("GBR_TEST_TURN_MS", None)
+    t = terms("queue", env, ws)
+    repl(t)
+    sid = sessions(d)[0]["id"]
+    t.type("first one")
+    t.keys("Enter")
+    t.wait(r"\d+\.\ds>")
+    t.type("second one")
+    t.keys("Enter")
+    t.wait(r"queued \(1 waiting\)")
+    t.type("third one")
+    t.keys("Enter")
+    t.wait(r"queued \(2 waiting\)")
+    assert wait_for(lambda: [m["content"] for m in d.ctl_json("history", sid)[
+        "messages"] if m["role"] == "user"] == ["first one", "second one",
+                                                "third one"], timeout=20)
+    assert wait_for(lambda: sessions(d)[0]["state"] == "idle", timeout=20)
+    t.wait(r"> third one\n(.*\n)*.*no_provider", timeout=20)
+    # Ctrl-C cancels the turn and clears what waits.
+    t.type("fourth one")
+    t.keys("Enter")
+    t.wait(r"\d+\.\ds>")
+    t.type("never sent")
+    t.keys("Enter")
+    t.wait(r"queued \(1 waiting\)")
+    t.keys("C-c")
+    t.wait(r"1 queued message cleared")
+    t.wait(r"^gbr:%s>\s*$" % sid, timeout=20)
+    time.sleep(2)
+    users = [m["content"] for m in d.ctl_json("history", sid)["messages"]
+             if m["role"] == "user"]
+    assert users[-1] == "fourth one" and "never sent" not in users, users
+    quit_repl(t)

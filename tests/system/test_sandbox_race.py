@@ -1,4 +1,4 @@
-"""The symlink-swap race through tool.call (issue 5): while a thread swaps
+"""The symlink-swap race through tool.call: while a thread swaps
 a folder inside the workspace with a symlink that points outside, as fast
 as it can, the agent's tools keep working on that path through the real
 daemon. Every read must see the inside file or fail with a structured

@@ -148,9 +148,12 @@ def test_socket_env_and_flag_resolution(make_daemon):
     alt = os.path.join(d.root, "alt", "g.sock")
     d.start(["-s", alt], wait=False)
     deadline = time.time() + 10
-    while not os.path.exists(alt) and time.time() < deadline:
-        time.sleep(0.01)
-    r = d.ctl("--socket", alt, "ping")
+    # The socket exists from bind(); it answers from listen() on.
+    while time.time() < deadline:
+        r = d.ctl("--socket", alt, "ping")
+        if r.returncode == 0:
+            break
+        time.sleep(0.02)
     assert r.returncode == 0, r.stderr
     # XDG_RUNTIME_DIR is used when GBR_SOCKET is not set.
     env = dict(d.env)
@@ -186,6 +189,60 @@ def test_background_start_returns_when_listening(make_daemon):
     assert "started on %s" % d.socket in log
     assert "stopped" in log
     assert stat.S_IMODE(os.stat(os.path.join(d.state, "gbrd.log")).st_mode) == 0o600
+
+
+def test_background_daemon_lock_names_its_own_pid(make_daemon):
+    """SOCKET.lock names the daemon that serves, not the parent that forked it."""
+    d = make_daemon(start=False)
+    r = subprocess.run([GBRD], env=d.env, capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    c = Conn(d.socket)
+    pid = c.hello["pid"]
+    try:
+        with open(d.socket + ".lock") as f:
+            assert int(f.read().strip()) == pid
+        r = subprocess.run([GBRD, "-f"], env=d.env, capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode == 1
+        assert "another gbrd is already running on %s (pid %d)" % (
+            d.socket, pid) in r.stderr
+    finally:
+        c.call("daemon.shutdown")
+        deadline = time.time() + 10
+        while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
+            time.sleep(0.02)
+
+
+def test_background_start_prints_nothing_on_success(make_daemon):
+    """What gbrd logs before it detaches goes to gbrd.log, not the caller's
+    terminal (a line would land in the middle of a REPL's prompt)."""
+    d = make_daemon(start=False)
+    r = subprocess.run([GBRD], env=d.env, capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    pid = Conn(d.socket).hello["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
+        time.sleep(0.02)
+    # The second start finds the stale socket and says so: in the log only.
+    r = subprocess.run([GBRD, "-l", "debug"], env=d.env, capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and r.stderr == ""
+    c = Conn(d.socket)
+    pid = c.hello["pid"]
+    log = open(os.path.join(d.state, "gbrd.log")).read()
+    assert "removing stale socket" in log
+    c.call("daemon.shutdown")
+    deadline = time.time() + 10
+    while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
+        time.sleep(0.02)
+    # A start that fails still tells the terminal why.
+    bad = make_daemon(config="[daemon]\nmax_clients = -1\n", start=False)
+    r = subprocess.run([GBRD], env=bad.env, capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode == 1
+    assert "daemon.max_clients = '-1'" in r.stderr
 
 
 def test_sighup_reloads_config(make_daemon):
@@ -307,3 +364,189 @@ def test_two_clients_autostarting_at_once_make_one_daemon(make_daemon):
                        capture_output=True, text=True)
     assert r.stdout.split() == [str(pid)]
     Conn(d.socket).call("daemon.shutdown")
+
+
+# A request line left unfinished: 512 KiB of a string, never closed.
+PARTIAL = (b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping","params":{"pad":"'
+           + b"x" * (512 * 1024))
+
+
+def rss_kb(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS for %d" % pid)
+
+
+def raw_partial(d, data):
+    """A raw client that sends data (no newline) and keeps the socket."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(d.socket)
+    try:
+        s.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass        # refused while it was still sending
+    return s
+
+
+def outcome(s, timeout=0.5):
+    """What the daemon did with a raw client: ("held", None), or
+    ("closed", the error line it sent last, or None)."""
+    s.settimeout(timeout)
+    buf = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except socket.timeout:
+        return ("held", None)
+    except ConnectionResetError:
+        pass
+    lines = [l for l in buf.split(b"\n") if l]
+    return ("closed", json.loads(lines[-1]) if lines else None)
+
+
+def input_status(c):
+    return c.call("daemon.status")["result"]["input"]
+
+
+def wait_input(c, pred, timeout=10.0):
+    deadline = time.time() + timeout
+    while True:
+        st = input_status(c)
+        if pred(st) or time.time() > deadline:
+            return st
+        time.sleep(0.02)
+
+
+def test_unfinished_lines_share_one_budget(make_daemon, tmpdir_short):
+    """The unfinished lines of all clients together stay within
+    max_input_bytes: the clients whose line does not fit get busy
+    (data.limit max_input_bytes) and are closed, while ordinary requests
+    and a whole 900 KiB line that fits are served."""
+    budget = 4 * 1024 * 1024
+    d = make_daemon(config="[daemon]\nmax_input_bytes = 4M\n")
+    c = d.conn()
+    st = c.call("daemon.status")["result"]
+    assert st["limits"]["max_input_bytes"] == budget
+    assert st["input"]["max_bytes"] == budget and st["input"]["used_bytes"] == 0
+    socks = []
+    for i in range(24):
+        socks.append(raw_partial(d, PARTIAL))
+        # The budget is never exceeded, and ordinary calls still work.
+        st = input_status(c)
+        assert st["used_bytes"] <= budget and st["peak_bytes"] <= budget, st
+    held, refused = [], []
+    for s in socks:
+        what, err = outcome(s)
+        if what == "held":
+            held.append(s)
+        else:
+            assert err is not None and err["id"] is None, err
+            assert err["error"]["data"]["kind"] == "busy", err
+            assert err["error"]["data"]["limit"] == "max_input_bytes", err
+            assert err["error"]["data"]["max_bytes"] == budget, err
+            refused.append(s)
+    # 512 KiB lines, 4 MiB in all: a handful fit, the rest were refused.
+    assert 4 <= len(held) <= 8 and len(held) + len(refused) == 24, len(held)
+    st = input_status(c)
+    assert st["refused"] == len(refused) and st["used_bytes"] >= len(held) * 512 * 1024
+    assert st["used_bytes"] <= budget
+    # With the budget full, a big line does not fit either.
+    w = d.conn()
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    sid = w.call("session.create", {"workspace": ws})["result"]["id"]
+    big = "y" * (900 * 1024)
+    try:
+        w.request("tool.call", {"session": sid, "tool": "write_file",
+                                "args": {"path": "big.txt", "content": big}})
+    except (BrokenPipeError, ConnectionResetError):
+        pass        # refused while it was still sending
+    what, err = outcome(w.sock, timeout=5)
+    assert what == "closed" and err["error"]["data"]["kind"] == "busy", err
+    # Once some of the slow clients leave, the same line is served.
+    for s in held[:3]:
+        s.close()
+    wait_input(c, lambda st: st["used_bytes"] <= budget - 3 * 512 * 1024)
+    w = d.conn()
+    r = w.call("tool.call", {"session": sid, "tool": "write_file",
+                             "args": {"path": "big.txt", "content": big}})
+    assert r["result"]["result"]["bytes"] == len(big), r
+    assert os.path.getsize(os.path.join(ws, "big.txt")) == len(big)
+    assert input_status(c)["peak_bytes"] <= budget
+    for s in socks:
+        s.close()
+    st = wait_input(c, lambda st: st["used_bytes"] == 0)
+    assert st["used_bytes"] == 0, st
+    # gbrctl status says it too.
+    out = d.ctl_json("status")
+    assert out["input"]["max_bytes"] == budget
+
+
+def test_unfinished_lines_give_their_memory_back(make_daemon):
+    """Two waves of 100 clients holding 1000 KiB unfinished lines: gbrd
+    grows by about 100 MiB each time and comes back down once they left
+    (before, the second wave's memory stayed: glibc's mmap threshold had
+    risen after the first wave's frees)."""
+    d = make_daemon(config="[daemon]\nmax_input_bytes = 256M\n",
+                    env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:"
+                         "exitcode=99:quarantine_size_mb=8:"
+                         "thread_local_quarantine_size_kb=256"})
+    c = d.conn()
+    for i in range(20):
+        c.call("daemon.status")
+    before = rss_kb(d.proc.pid)
+    line = PARTIAL[:64] + b"x" * (1000 * 1024 - 64)
+    for wave in range(2):
+        socks = []
+        for i in range(100):
+            socks.append(raw_partial(d, line))
+            if i % 10 == 0:
+                # An ordinary client works meanwhile: what it allocates
+                # lands between the slow clients' buffers.
+                c.call("daemon.status")
+        st = wait_input(c, lambda st: st["used_bytes"] >= 100 * len(line))
+        assert st["used_bytes"] >= 100 * len(line) and st["refused"] == 0, st
+        peak = rss_kb(d.proc.pid)
+        assert peak > before + 64 * 1024, (before, peak)
+        for s in socks:
+            s.close()
+        wait_input(c, lambda st: st["used_bytes"] == 0)
+        deadline = time.time() + 10
+        while rss_kb(d.proc.pid) >= before + 16 * 1024 and time.time() < deadline:
+            time.sleep(0.05)
+        after = rss_kb(d.proc.pid)
+        assert after < before + 16 * 1024, (wave, before, peak, after)
+
+
+def test_unfinished_line_times_out(make_daemon):
+    """A line must be complete line_timeout_ms after its first byte: a
+    client that stops in the middle gets timeout and is closed; one that
+    streams lines back to back, each split across writes and finished in
+    time, is never cut even though a partial line is always pending."""
+    d = make_daemon(config="[daemon]\nline_timeout_ms = 800\n")
+    c = d.conn()
+    t0 = time.time()
+    slow = raw_partial(d, b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping"')
+    what, err = outcome(slow, timeout=10)
+    assert what == "closed" and err["id"] is None, err
+    assert err["error"]["data"]["kind"] == "timeout", err
+    assert err["error"]["data"]["limit"] == "line_timeout_ms"
+    assert err["error"]["data"]["max_ms"] == 800
+    assert time.time() - t0 >= 0.7
+    st = input_status(c)
+    assert st["timed_out"] == 1 and st["used_bytes"] == 0, st
+    # Ten requests, each finished 150 ms after it began: 1.5 s in all.
+    s = Conn(d.socket)
+    req = b'{"jsonrpc":"2.0","id":%d,"method":"daemon.ping"}\n'
+    s.send_raw((req % 100)[:20])
+    for i in range(100, 110):
+        time.sleep(0.15)
+        s.send_raw((req % i)[20:] + (req % (i + 1))[:20])
+    for i in range(100, 110):
+        assert s.recv()["id"] == i
+    assert input_status(c)["timed_out"] == 1

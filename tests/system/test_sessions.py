@@ -272,7 +272,9 @@ def test_replay_after_restart_is_byte_identical(daemon, ws):
     c2 = daemon.conn()
     after = c2.call("session.list")["result"]["sessions"]
     for x, y in zip(before, after):
-        x.pop("attached"); y.pop("attached")
+        # Who is attached is of this run, not the log's.
+        for z in (x, y):
+            z.pop("attached"); z.pop("clients")
     assert before == after
     c2.call("session.attach", {"session": "replayed", "after_seq": 0})
     wait_events(c2, lambda evs: any(p["type"] == "replay_complete" for p in params(evs)))
@@ -742,7 +744,7 @@ def test_snapshot_then_restart_rebuilds_sessions(make_daemon, ws):
     c = d.conn()
     after = c.call("session.list")["result"]["sessions"]
     for x in before + after:
-        x.pop("attached")
+        x.pop("attached"); x.pop("clients")
     assert after == before and [s["name"] for s in after] == ["big"]
     hist2 = c.call("session.history", {"session": "big", "limit": 100000})["result"]
     assert hist2 == hist
@@ -756,3 +758,36 @@ def test_snapshot_then_restart_rebuilds_sessions(make_daemon, ws):
     assert params(c.events)[0]["type"] == "resync_required"
     r = c.call("session.send", {"session": "big", "text": "on we go"})["result"]
     assert r["seq"] == before[0]["seq"] + 1
+
+
+def test_bad_request_id_is_refused_by_every_method(daemon, ws):
+    """One request_id rule, checked before any method runs: a refused
+    request_id leaves no session, message, file or decision behind."""
+    c = daemon.conn()
+    s = create(c, ws)
+    before = len(c.call("session.history", {"session": s["id"]})["result"]["messages"])
+    target = os.path.join(ws, "rid.txt")
+    for bad in ["", "a b", "x" * 129, "caf\u00e9", "tab\there", "nl\n"]:
+        calls = [
+            ("session.create", {"workspace": ws, "name": "rid-test", "request_id": bad}),
+            ("session.send", {"session": s["id"], "text": "hi", "request_id": bad}),
+            ("tool.call", {"session": s["id"], "tool": "write_file",
+                           "args": {"path": "rid.txt", "content": "x"}, "request_id": bad}),
+            ("tool.cancel", {"session": s["id"], "request_id": bad}),
+            ("approval.resolve", {"id": "a0000000000000000", "decision": "approve",
+                                  "request_id": bad}),
+        ]
+        for method, params in calls:
+            err = c.call(method, params).get("error")
+            assert err is not None, (method, bad)
+            assert err["data"]["kind"] == "invalid_params", (method, bad, err)
+            assert err["data"]["field"] == "request_id", (method, bad, err)
+    names = [x.get("name") for x in c.call("session.list")["result"]["sessions"]]
+    assert "rid-test" not in names
+    assert not os.path.exists(target)
+    after = len(c.call("session.history", {"session": s["id"]})["result"]["messages"])
+    assert after == before
+    # The longest good one still works.
+    good = "k" * 128
+    r = c.call("session.send", {"session": s["id"], "text": "ok", "request_id": good})
+    assert "result" in r, r

@@ -1,4 +1,4 @@
-"""gbrd as a service (issue 10): the sd_notify protocol seen from a notify
+"""gbrd as a service: the sd_notify protocol seen from a notify
 socket the test owns (READY, STATUS, STOPPING, RELOADING, WATCHDOG), socket
 activation with a listening socket the test creates and passes as fd 3,
 staying in the foreground under a service manager, logging (journal,
@@ -845,6 +845,8 @@ def test_under_a_real_systemd_user_manager(make_daemon):
             pytest.skip("needs systemd, systemctl and unshare")
     if not os.path.isdir("/run/systemd"):
         pytest.skip("no /run/systemd to mount over")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the manager runs in a private mount namespace")
     unit_src = os.path.join(BUILD, "contrib/systemd/gbrd.service")
     d = make_daemon(start=False)
     root = d.root

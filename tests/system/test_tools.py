@@ -5,11 +5,12 @@ an attached client, the history records, request_id idempotence, and
 gbrctl tool."""
 import json
 import os
+import subprocess
 import time
 
 import pytest
 
-from conftest import Conn
+from conftest import Conn, GBRCTL
 
 TOOLS = {"read_file", "write_file", "edit_file", "list_directory", "search"}
 DENIED = {"path_traversal", "protected_path", "read_only", "not_found",
@@ -296,3 +297,251 @@ def test_history_after_a_read_has_it(daemon, tmpdir_short):
         h = c.call("session.history", {"session": sid, "limit": 1})["result"]
         assert h["total"] == 2 * (i + 1)
         assert h["messages"][-1]["call_id"] == r["call_id"]
+
+
+# search: the same results as the synchronous search had, and the loop
+# serves everyone while a big one runs (it goes in slices).
+
+def search_tree(ws):
+    """A small fixed tree for search: sources, nested folders, a CRLF file,
+    invalid UTF-8, a long line, a binary file, one over the size cap, .git
+    (never searched), a symlink (never followed), and a read-only root
+    outside the workspace. Returns that root's real path."""
+    def put(rel, data):
+        p = os.path.join(ws, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+    put("src/alpha.c", b"#include <stdio.h>\n\nint alpha(void)\n{\n\treturn 1; /* alpha */\n}\n"
+        b"int alpha_two(int x)\n{\n\treturn x + alpha();\n}\n")
+    put("src/sub/beta.gleam", b"pub fn beta() {\n  alpha_call()\n}\n\npub fn gamma(x) {\n  x\n}\n")
+    put("src/sub/deeper/delta.gleam", b"pub fn delta() { Nil }\n// alpha in a comment\n")
+    put("notes/crlf.txt", b"first alpha line\r\nsecond line\r\nthird ALPHA line\r\n")
+    put("notes/latin1.txt", b"caf\xe9 alpha \xff\xfe end\n")
+    put("notes/long.txt", b"x" * 9000 + b" alpha\n" + b"y" * 300 + b" alpha tail\n")
+    put("data.bin", b"alpha\x00binary\n")
+    put("big.log", b"alpha\n" + b"z" * (4 * 1024 * 1024))
+    put(".git/config", b"[core] alpha = 1\n")
+    put("README", b"no match here\nAlphabet alpha\n")
+    os.symlink("src", os.path.join(ws, "srclink"))
+    put("../ref/pkg/ref.txt", b"alpha from the reference folder\n")
+    ref = os.path.realpath(os.path.join(ws, "..", "ref"))
+    # 256 bytes whatever the path, so that bytes_scanned does not move.
+    ini = b"[env]\nread_only_roots = %s\n" % ref.encode()
+    put(".gbr_envs/default.ini", ini + b";" * (255 - len(ini)) + b"\n")
+    return ref
+
+
+SEARCHES = [
+    {"pattern": "alpha"},
+    {"pattern": "alpha", "max_results": 3},
+    {"pattern": "^pub fn [a-z]+\\(", "glob": "*.gleam"},
+    {"pattern": "alpha", "path": "src"},
+    {"pattern": "[Aa]lpha", "glob": "notes/*"},
+    {"pattern": "a(l|m)pha_", "path": "src/sub"},
+    {"pattern": "nothing-matches-this"},
+    {"pattern": "ret.rn", "glob": "src/**/*.c"},
+]
+
+
+def test_search_results_did_not_change(daemon, tmpdir_short):
+    """Run in slices, search gives exactly what it gave when it ran in one
+    go (search-expected.json was recorded from that code), the read-only
+    root's absolute path aside."""
+    ws = os.path.join(tmpdir_short, "sw", "ws")
+    os.makedirs(ws)
+    ref = search_tree(ws)
+    c = daemon.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    got = []
+    for a in SEARCHES:
+        r = c.call("tool.call", {"session": sid, "tool": "search", "args": a})
+        got.append(r["result"]["result"])
+    got = json.loads(json.dumps(got).replace(json.dumps(ref)[1:-1], "REF"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "search-expected.json")) as f:
+        want = json.load(f)
+    for a, g, w in zip(SEARCHES, got, want):
+        assert g == w, a
+
+
+SOURCE_WORDS = ("int char void return static struct const size_t json_t buf "
+                "len count index value result error cause free malloc strlen "
+                "memcpy if else for while switch case break goto").split()
+
+
+def source_tree(ws, nfiles, per_dir=100, seed=7):
+    """nfiles source-like files of about 5 KiB, per_dir to a folder."""
+    import random
+    rng = random.Random(seed)
+    lines = []
+    for i in range(4000):
+        words = " ".join(rng.choice(SOURCE_WORDS) for _ in range(rng.randint(2, 9)))
+        lines.append("\t" * rng.randint(0, 3) + words +
+                     "(%s_%d);" % (rng.choice(SOURCE_WORDS), rng.randint(0, 999)))
+    for i in range(nfiles):
+        d = os.path.join(ws, "src", "m%03d" % (i // per_dir))
+        if i % per_dir == 0:
+            os.makedirs(d, exist_ok=True)
+        start = rng.randint(0, len(lines) - 120)
+        with open(os.path.join(d, "f%05d.c" % i), "w") as f:
+            f.write("\n".join(lines[start:start + 110]) + "\n")
+
+
+# No literal for the prefilter and no match: every line of every file goes
+# through the regular expression, about 0.3 s per 20 MB here.
+SLOW_PATTERN = "[a-z]+_[0-9]+x"
+
+
+@pytest.fixture(scope="module")
+def source_ws():
+    """4000 source-like files (20 MB), made once for the tests below."""
+    import shutil
+    import tempfile
+    top = tempfile.mkdtemp(prefix="gbrt-src-", dir="/tmp")
+    ws = os.path.join(top, "ws")
+    source_tree(ws, 4000)
+    yield ws
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def big_ws(daemon, source_ws):
+    ws = source_ws
+    c = daemon.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    return dict(ws=ws, c=c, sid=sid, d=daemon)
+
+
+def reply_now(conn, rid):
+    """The reply to rid if it has arrived already (never waits), else None."""
+    conn.sock.setblocking(False)
+    try:
+        while True:
+            try:
+                chunk = conn.sock.recv(1 << 20)
+            except BlockingIOError:
+                break
+            if not chunk:
+                raise EOFError("connection closed")
+            conn.buf += chunk
+    finally:
+        conn.sock.setblocking(True)
+    while b"\n" in conn.buf:
+        line, conn.buf = conn.buf.split(b"\n", 1)
+        m = json.loads(line)
+        if m.get("id") == rid and "method" not in m:
+            return m
+        conn.events.append(m)
+    return None
+
+
+def test_search_does_not_block_other_clients(big_ws):
+    """A daemon.status sent on another connection right after a big
+    search is answered before the search's reply, and so are the ones
+    sent after it: the search runs in slices between them. (Before, the
+    loop ran the whole search first.)"""
+    a, sid = big_ws["c"], big_ws["sid"]
+    b = big_ws["d"].conn()
+    rid = a.request("tool.call", {"session": sid, "tool": "search",
+                                  "args": {"pattern": SLOW_PATTERN}})
+    answered = 0
+    done = None
+    while done is None:
+        assert "result" in b.call("daemon.status")
+        done = reply_now(a, rid)
+        if done is None:
+            answered += 1
+    # The first status (sent right after the search) and more after it
+    # came back while the search was still running.
+    assert answered >= 3, answered
+    r = done["result"]["result"]
+    assert r["files_scanned"] > 0 and r["matches"] == [], r
+
+
+def test_search_cancelled_and_closed_mid_way(big_ws):
+    """tool.cancel stops a running search (its tool.call answers
+    cancelled); closing the asking connection or the session in the middle
+    of one, or stopping the daemon, frees it cleanly (the fixture checks
+    the daemon's exit and sanitizer reports)."""
+    a, sid, d = big_ws["c"], big_ws["sid"], big_ws["d"]
+    b = d.conn()
+    args = {"pattern": SLOW_PATTERN}
+    rid = a.request("tool.call", {"session": sid, "tool": "search",
+                                  "args": args, "request_id": "s-1"})
+    # b's cancel may overtake a's call (two connections): ask until the
+    # call is in flight, which it is for seconds (SLOW_PATTERN).
+    deadline = time.time() + 5
+    while True:
+        r = b.call("tool.cancel", {"session": sid, "request_id": "s-1"})
+        if r["result"]["cancelled"] or time.time() > deadline:
+            break
+        time.sleep(0.01)
+    assert r["result"]["cancelled"] is True, r
+    a.sock.settimeout(10)
+    while True:
+        m = a.recv()
+        if m.get("id") == rid:
+            break
+    assert m["error"]["data"]["kind"] == "cancelled", m
+    h = b.call("session.history", {"session": sid})["result"]["messages"]
+    assert h[-1]["role"] == "tool" and h[-1]["ok"] is False
+    assert h[-1]["error"]["kind"] == "cancelled"
+    # The asker goes away in the middle: the search ends and is recorded.
+    x = d.conn()
+    x.request("tool.call", {"session": sid, "tool": "search", "args": args})
+    x.close()
+    deadline = time.time() + 15
+    while len(b.call("session.history", {"session": sid})["result"]["messages"]) < 4:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    # The session closes in the middle: the call says so, the daemon goes on.
+    rid = a.request("tool.call", {"session": sid, "tool": "search", "args": args})
+    assert b.call("session.close", {"session": sid})["result"]["closed"] is True
+    while True:
+        m = a.recv()
+        if m.get("id") == rid:
+            break
+    assert m["error"]["data"]["kind"] == "session_not_found", m
+    # The daemon stops in the middle of one.
+    sid2 = b.call("session.create", {"workspace": big_ws["ws"]})["result"]["id"]
+    rid = a.request("tool.call", {"session": sid2, "tool": "search", "args": args})
+    assert "result" in b.call("daemon.status")
+    assert d.stop() == 0
+
+
+def test_a_missing_file_or_no_check_command_is_not_a_sandbox_denial(world):
+    """A file that is not there, a folder read as a file, and a check with
+    no check_command are the tools' answers: no sandbox.denied for them
+    (only a path the sandbox refused is one)."""
+    r = call(world, "read_file", path="missing.txt")
+    assert r["error"]["data"]["kind"] == "not_found", r
+    os.makedirs(os.path.join(world["ws"], "adir"))
+    r = call(world, "read_file", path="adir")
+    assert r["error"]["data"]["kind"] == "not_a_file", r
+    r = call(world, "check")
+    assert "error" in r, r
+    # A real refusal last: once its event is in, every earlier one is too.
+    r = call(world, "read_file", path="../outside/secret.txt")
+    assert r["error"]["data"]["kind"] == "path_traversal", r
+    wait_for(world["w"], lambda p: p["type"] == "tool.result" and
+             p["message"].get("error", {}).get("kind") == "path_traversal")
+    evs = [p for p in evparams(world["w"]) if p["type"] == "sandbox.denied"]
+    assert [e["kind"] for e in evs] == ["path_traversal"], evs
+    assert len([p for p in evparams(world["w"]) if p["type"] == "tool.result"]) == 4
+
+
+def test_gbrctl_tool_reads_its_arguments_from_stdin(world):
+    """Arguments past what one command-line argument may hold (128 KiB on
+    Linux: "Argument list too long") go through stdin with "-"."""
+    content = "line of a large file\n" * 25000          # 525,000 bytes
+    args = json.dumps({"path": "big.txt", "content": content})
+    with pytest.raises(OSError):
+        subprocess.run([GBRCTL, "tool", world["sid"], "write_file", args],
+                       env=world["d"].env, capture_output=True)
+    r = world["d"].ctl("tool", world["sid"], "write_file", "-", input=args)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(world["ws"], "big.txt")) as f:
+        assert f.read() == content
+    r = world["d"].ctl("tool", world["sid"], "read_file", "-", input="[1]")
+    assert r.returncode == 2 and "must be a JSON object" in r.stderr

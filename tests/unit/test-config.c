@@ -48,6 +48,27 @@ main(void)
 	    "values and suffixes parsed");
 	config_free(c);
 
+	c = load("[daemon]\nmax_input_bytes = 4M\nline_timeout_ms = 500\n", &cause);
+	CHECK(c != NULL && c->max_input_bytes == 4 << 20 &&
+	    c->line_timeout_ms == 500, "input budget and line timeout parsed");
+	config_free(c);
+	c = config_defaults();
+	CHECK(c->max_input_bytes >= 64 * c->max_line_bytes &&
+	    c->line_timeout_ms == 30000, "defaults: room for 64 lines of the "
+	    "maximum, 30 s per line");
+	config_free(c);
+
+	c = load("[daemon]\nmax_line_bytes = 2M\nmax_input_bytes = 1M\n", &cause);
+	CHECK(c == NULL && strstr(cause, "max_input_bytes (1048576) is smaller "
+	    "than daemon.max_line_bytes") != NULL,
+	    "a budget that cannot hold one line of the maximum is refused");
+	free(cause);
+
+	c = load("[daemon]\nline_timeout_ms = 10\n", &cause);
+	CHECK(c == NULL && strstr(cause, "milliseconds from 100") != NULL,
+	    "a line timeout under the minimum is refused");
+	free(cause);
+
 	c = load("[daemon]\n\nbogus = 1\n", &cause);
 	snprintf(want, sizeof want, "%s:3: unknown key 'bogus'", path);
 	CHECK(c == NULL && strncmp(cause, want, strlen(want)) == 0,

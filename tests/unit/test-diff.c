@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/diff.c: the unified diffs a human reads before
+ * Unit tests for daemon/tools/diff.c: the unified diffs a human reads before
  * approving a change. Exact output for the small cases (GNU diff -u's
  * format), and for many random texts: applying the diff to the old text
  * gives the new one, and the number of changed lines is the smallest

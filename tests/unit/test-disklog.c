@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/disklog.c with a private event base: appends and
+ * Unit tests for daemon/storage/disklog.c with a private event base: appends and
  * their callbacks, replay into a module, a segment switch in the middle of
  * one batch, snapshots and the disk budget, a torn tail, corruption and
  * --repair, injected write and fsync failures, reads and the watch.

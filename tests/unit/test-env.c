@@ -313,7 +313,7 @@ check_workspace(void)
 	json_t			*j, *d;
 	char			*cause = NULL, want[PATH_MAX + 64], *s;
 	enum gbr_err		 k;
-	size_t			 n;
+	size_t			 n, ai;
 	int			 r;
 
 	snprintf(ws, sizeof ws, "/tmp/gbr-test-env-XXXXXX");
@@ -349,7 +349,12 @@ check_workspace(void)
 	    "built-in default detects gleam.toml (%s)", cause ? cause : "ok");
 	if (e != NULL) {
 		n = env_ask_commands(e, &v);
-		CHECK(n == 1 && strcmp(v[0], "gleam add *") == 0, "built-in asks for gleam add *");
+		for (ai = 0; ai < n && strcmp(v[ai], "gleam add *") != 0; ai++)
+			;
+		CHECK(ai < n, "built-in asks for gleam add *");
+		for (ai = 0; ai < n && strcmp(v[ai], "git commit *") != 0; ai++)
+			;
+		CHECK(ai < n, "built-in asks for git commit * (.git is protected)");
 		n = env_ro_roots(e, &v);
 		snprintf(want, sizeof want, "%s/build/packages", ws);
 		CHECK(n == 1 && strcmp(v[0], want) == 0, "built-in read-only root build/packages");
@@ -424,6 +429,69 @@ check_workspace(void)
 	env_unref(e);
 	free(cause);
 	cause = NULL;
+
+	/*
+	 * A system_file whose name has glob characters is protected as
+	 * itself, never read as a pattern: the file is protected, a name the
+	 * pattern would match is not, and an unclosed '[' breaks nothing.
+	 */
+	{
+		static const struct {
+			const char	*name;	/* the system_file */
+			const char	*other;	/* a name its pattern would match */
+		} lit[] = {
+			{ "prompts/[x].md", "prompts/x.md" },
+			{ "prompts/p*.md", "prompts/pa.md" },
+			{ "prompts/q?.md", "prompts/qa.md" },
+			{ "prompts/[y.md", NULL },
+		};
+		size_t	i;
+		char	ini[256];
+
+		for (i = 0; i < sizeof lit / sizeof lit[0]; i++) {
+			put(lit[i].name, "Literal.\n");
+			snprintf(ini, sizeof ini, "[prompt]\nsystem_file = %s\n",
+			    lit[i].name);
+			put(".gbr_envs/lit.ini", ini);
+			e2 = NULL;
+			r = env_load(ws, "lit", &e2, &cause);
+			sb = r == 0 ? env_sandbox(e2, &cause) : NULL;
+			CHECK(sb != NULL, "system_file %s: the profile and its "
+			    "sandbox load (%s)", lit[i].name, cause ? cause : "ok");
+			free(cause);
+			cause = NULL;
+			if (sb == NULL) {
+				env_unref(e2);
+				continue;
+			}
+			n = env_protected_paths(e2, &v);
+			CHECK(n == 1 && strcmp(v[0], lit[i].name) == 0 &&
+			    env_protected(e2, &v) == 0, "system_file %s is a "
+			    "protected path, not a pattern", lit[i].name);
+			s = NULL;
+			r = sandbox_write_file(sb, lit[i].name, strlen(lit[i].name),
+			    "x", 1, NULL, NULL, NULL, &k, &s);
+			CHECK(r == -1 && k == GBR_ERR_PROTECTED_PATH,
+			    "system_file %s: writing it needs an approval (%s)",
+			    lit[i].name, r == 0 ? "WRITTEN" : s);
+			free(s);
+			s = NULL;
+			if (lit[i].other != NULL) {
+				r = sandbox_write_file(sb, lit[i].other,
+				    strlen(lit[i].other), "x", 1, NULL, NULL, NULL,
+				    &k, &s);
+				CHECK(r == 0, "system_file %s: %s is not protected "
+				    "by it (%s)", lit[i].name, lit[i].other,
+				    r == 0 ? "ok" : s);
+				free(s);
+				s = NULL;
+			}
+			sandbox_free(sb);
+			env_unref(e2);
+		}
+		snprintf(want, sizeof want, "%s/.gbr_envs/lit.ini", ws);
+		unlink(want);
+	}
 
 	put(".gbr_envs/other.json", "{\"env\": {\"allowed_root\": \"src\"}}");
 	put(".gbr_envs/bad name.ini", "");

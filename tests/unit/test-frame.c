@@ -1,6 +1,7 @@
 /*
  * Unit tests for the line framer: split reads, joined lines, empty lines,
- * CRLF, NUL bytes, oversize lines (whole and split), and the stop request.
+ * CRLF, NUL bytes, oversize lines (whole and split), the stop request, and
+ * a budget shared by several framers.
  */
 #include "gbr-config.h"
 
@@ -27,6 +28,114 @@ collect(void *arg, const char *line, size_t len)
 	}
 	g->n++;
 	return g->stop_after > 0 && g->n >= g->stop_after;
+}
+
+/* Partial lines of several framers against one budget. */
+static void
+check_budget(void)
+{
+	struct frame_budget	*b;
+	struct frame		*f1, *f2, *f3;
+	struct got		 g;
+	enum frame_status	 st;
+	char			*big;
+
+	big = xmalloc(300000);
+	memset(big, 'x', 300000);
+	memset(&g, 0, sizeof g);
+	b = frame_budget_create(1000);
+	f1 = frame_create(1000);
+	f2 = frame_create(1000);
+	frame_set_budget(f1, b);
+	frame_set_budget(f2, b);
+	st = frame_feed(f1, big, 600, collect, &g);
+	CHECK(st == FRAME_OK && frame_budget_used(b) >= 600 &&
+	    frame_budget_used(b) <= 1000, "a partial line takes its buffer from "
+	    "the budget (%zu)", frame_budget_used(b));
+	st = frame_feed(f2, big, 600, collect, &g);
+	CHECK(st == FRAME_OVER_BUDGET && frame_pending(f2) == 0 &&
+	    frame_budget_used(b) <= 1000, "a second one that does not fit is "
+	    "refused and holds nothing");
+	st = frame_feed(f2, "ok\n", 3, collect, &g);
+	CHECK(st == FRAME_OVER_BUDGET && g.n == 0, "a refused framer accepts "
+	    "nothing more");
+	st = frame_feed(f1, "\n", 1, collect, &g);
+	CHECK(st == FRAME_OK && g.n == 1 && frame_budget_used(b) == 0,
+	    "a completed line gives its whole buffer back at once");
+	CHECK(frame_budget_peak(b) >= 600 && frame_budget_peak(b) <= 1000,
+	    "the peak is remembered (%zu)", frame_budget_peak(b));
+	CHECK(frame_lines(f1) == 1 && frame_lines(f2) == 0, "lines counted");
+	frame_free(f2);
+
+	/* No room to double: exactly what the line needs, then refusal. */
+	frame_budget_set_limit(b, 700);
+	st = frame_feed(f1, big, 300, collect, &g);
+	CHECK(st == FRAME_OK && frame_budget_used(b) == 512, "300 bytes take "
+	    "a 512-byte buffer");
+	st = frame_feed(f1, big, 300, collect, &g);
+	CHECK(st == FRAME_OK && frame_budget_used(b) == 600, "600 bytes fit "
+	    "exactly where doubling would not (%zu)", frame_budget_used(b));
+	st = frame_feed(f1, big, 101, collect, &g);
+	CHECK(st == FRAME_OVER_BUDGET && frame_budget_used(b) == 0,
+	    "past the budget: refused, and its bytes go back");
+	frame_free(f1);
+
+	/* A lowered limit keeps what is held and refuses growth. */
+	frame_budget_set_limit(b, 1000);
+	f1 = frame_create(1000);
+	frame_set_budget(f1, b);
+	st = frame_feed(f1, big, 200, collect, &g);
+	frame_budget_set_limit(b, 100);
+	CHECK(st == FRAME_OK && frame_budget_used(b) == 256, "held under the "
+	    "old limit");
+	st = frame_feed(f1, big, 10, collect, &g);
+	CHECK(st == FRAME_OK && frame_budget_used(b) == 256, "growth inside "
+	    "its buffer needs nothing more");
+	st = frame_feed(f1, big, 100, collect, &g);
+	CHECK(st == FRAME_OVER_BUDGET && frame_budget_used(b) == 0, "growth "
+	    "past a lowered limit refused");
+	frame_free(f1);
+
+	/* Dropping and freeing give the bytes back; so does a too-long line. */
+	frame_budget_set_limit(b, 1000);
+	f1 = frame_create(1000);
+	f2 = frame_create(100);
+	frame_set_budget(f1, b);
+	frame_set_budget(f2, b);
+	frame_feed(f1, big, 500, collect, &g);
+	frame_feed(f2, big, 50, collect, &g);
+	CHECK(frame_budget_used(b) == 512 + 101, "two partial lines held (the second one capped at its maximum + 1)");
+	frame_drop(f1);
+	CHECK(frame_budget_used(b) == 101 && frame_pending(f1) == 0,
+	    "frame_drop gives the buffer back");
+	st = frame_feed(f2, big, 60, collect, &g);
+	CHECK(st == FRAME_TOO_LARGE && frame_budget_used(b) == 0,
+	    "a line over the maximum gives its buffer back");
+	frame_feed(f1, big, 10, collect, &g);
+	frame_free(f1);
+	frame_free(f2);
+	CHECK(frame_budget_used(b) == 0, "frame_free gives the buffer back");
+
+	/* Long lines grow by steps, not by doubling. */
+	frame_budget_set_limit(b, 1 << 20);
+	f1 = frame_create(1 << 20);
+	frame_set_budget(f1, b);
+	frame_feed(f1, big, 65536, collect, &g);
+	frame_feed(f1, big, 300000 - 65536, collect, &g);
+	CHECK(frame_budget_used(b) == 320 * 1024 && frame_pending(f1) == 300000,
+	    "300000 bytes take 320 KiB (%zu)", frame_budget_used(b));
+	frame_feed(f1, "\n", 1, collect, &g);
+	CHECK(frame_budget_used(b) == 0, "and give all of it back");
+	frame_free(f1);
+
+	/* Without a budget nothing is counted. */
+	f3 = frame_create(1000);
+	st = frame_feed(f3, big, 900, collect, &g);
+	CHECK(st == FRAME_OK && frame_budget_used(b) == 0, "a framer without "
+	    "a budget is not counted");
+	frame_free(f3);
+	frame_budget_free(b);
+	free(big);
 }
 
 int
@@ -159,5 +268,6 @@ main(void)
 	CHECK(st == FRAME_TOO_LARGE && frame_max(f) == 4, "frame_set_max applies");
 	frame_free(f);
 
+	check_budget();
 	return unit_done();
 }

@@ -26,22 +26,6 @@
 #include "unit.h"
 #include "xmalloc.h"
 
-/* gbrd.c's accessors, which llm.c's probe uses (not exercised here). */
-struct event_base *gbrd_base(void);
-int64_t gbrd_uptime_ms(void);
-
-struct event_base *
-gbrd_base(void)
-{
-	return NULL;
-}
-
-int64_t
-gbrd_uptime_ms(void)
-{
-	return 0;
-}
-
 /* What a parser reported. */
 struct seen {
 	char		 text[8192];
@@ -66,7 +50,7 @@ seen_text(void *arg, const char *s, size_t len)
 
 static void
 seen_call(void *arg, const char *id, const char *name, json_t *args,
-    const char *raw, json_t *meta)
+    const char *raw, int oversized, json_t *meta)
 {
 	struct seen	*v = arg;
 
@@ -710,6 +694,22 @@ test_helpers(void)
 	CHECK(s != NULL && strcmp(s, "Quota") == 0, "error message, Gemini's array");
 	free(s);
 	CHECK(llm_error_message("<html>", 6) == NULL, "no message from HTML");
+	e = "[{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\","
+	    "\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.QuotaFailure\"},"
+	    "{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\","
+	    "\"retryDelay\":\"37s\"}]}}]";
+	CHECK(llm_retry_delay_ms(e, strlen(e)) == 37000, "Gemini's RetryInfo");
+	e = "{\"error\":{\"details\":[{\"@type\":\"type.googleapis.com/"
+	    "google.rpc.RetryInfo\",\"retryDelay\":\"1.5s\"}]}}";
+	CHECK(llm_retry_delay_ms(e, strlen(e)) == 1500, "RetryInfo, fractions");
+	e = "{\"error\":{\"details\":[{\"@type\":\"type.googleapis.com/"
+	    "google.rpc.RetryInfo\",\"retryDelay\":\"soon\"}]}}";
+	CHECK(llm_retry_delay_ms(e, strlen(e)) == -1 &&
+	    llm_retry_delay_ms("{\"error\":{}}", 12) == -1 &&
+	    llm_retry_delay_ms("<html>", 6) == -1, "no RetryInfo, junk");
+	e = "{\"error\":{\"details\":[{\"@type\":\"type.googleapis.com/"
+	    "google.rpc.RetryInfo\",\"retryDelay\":\"-3s\"}]}}";
+	CHECK(llm_retry_delay_ms(e, strlen(e)) == -1, "RetryInfo, negative");
 	CHECK(llm_model_valid("gpt-4o-mini") && llm_model_valid("llama3.2:latest") &&
 	    llm_model_valid("models/gemini-2.5-flash") && !llm_model_valid("a b") &&
 	    !llm_model_valid("x?key=1") && !llm_model_valid("../x") &&

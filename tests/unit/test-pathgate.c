@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "pathgate.h"
+#include "utf8.h"
 #include "unit.h"
 #include "xmalloc.h"
 
@@ -420,17 +421,17 @@ check_utf8(void)
 {
 	uint32_t	cp = 0;
 
-	CHECK(pathgate_utf8_next((const unsigned char *)"A", 1, &cp) == 1 && cp == 'A', "utf8: ASCII");
-	CHECK(pathgate_utf8_next((const unsigned char *)"\xc2\x80", 2, &cp) == 2 && cp == 0x80,
+	CHECK(utf8_decode((const unsigned char *)"A", 1, &cp) == 1 && cp == 'A', "utf8: ASCII");
+	CHECK(utf8_decode((const unsigned char *)"\xc2\x80", 2, &cp) == 2 && cp == 0x80,
 	    "utf8: smallest 2-byte");
-	CHECK(pathgate_utf8_next((const unsigned char *)"\xe0\xa0\x80", 3, &cp) == 3 && cp == 0x800,
+	CHECK(utf8_decode((const unsigned char *)"\xe0\xa0\x80", 3, &cp) == 3 && cp == 0x800,
 	    "utf8: smallest 3-byte");
-	CHECK(pathgate_utf8_next((const unsigned char *)"\xf0\x90\x80\x80", 4, &cp) == 4 &&
+	CHECK(utf8_decode((const unsigned char *)"\xf0\x90\x80\x80", 4, &cp) == 4 &&
 	    cp == 0x10000, "utf8: smallest 4-byte");
-	CHECK(pathgate_utf8_next((const unsigned char *)"\xe2\x82\xac", 2, &cp) == 0,
+	CHECK(utf8_decode((const unsigned char *)"\xe2\x82\xac", 2, &cp) == 0,
 	    "utf8: a sequence cut by the length");
-	CHECK(pathgate_utf8_next((const unsigned char *)"\xc1\xbf", 2, &cp) == 0, "utf8: overlong C1");
-	CHECK(pathgate_utf8_next((const unsigned char *)"\xe2\x28\xa1", 3, &cp) == 0,
+	CHECK(utf8_decode((const unsigned char *)"\xc1\xbf", 2, &cp) == 0, "utf8: overlong C1");
+	CHECK(utf8_decode((const unsigned char *)"\xe2\x28\xa1", 3, &cp) == 0,
 	    "utf8: bad continuation");
 }
 

@@ -1,6 +1,6 @@
 /*
- * The sandbox attack suite, on real temporary folders: every escape of
- * issue 5 (".." in every form, absolute paths, the sibling-prefix folder,
+ * The sandbox attack suite, on real temporary folders: every escape the
+ * file tools must refuse (".." in every form, absolute paths, the sibling-prefix folder,
  * symlinks out of every shape, /proc, hard links, FIFOs, sockets, NUL,
  * control and bidi characters, long names, a symlink swapped in while
  * another thread reads and writes), then the legitimate cases that must
@@ -10,6 +10,14 @@
  * The suite runs twice: with openat2 (when the kernel has it) and with the
  * forced openat(O_NOFOLLOW) walk. A watchdog alarm turns a hang (a FIFO
  * that blocked) into a failure.
+ *
+ * Then approval pins: an approved write goes only to the object a human
+ * was shown (every swap of a link, file, content or folder in between is
+ * changed_since_approval, and writes nothing), and lifts the protection
+ * of that one path only.
+ *
+ * Then the SHA-256 that pins approved content, against the standard's
+ * vectors.
  */
 #include "gbr-config.h"
 
@@ -35,6 +43,7 @@
 
 #include "osdep-fs.h"
 #include "sandbox.h"
+#include "sha256.h"
 #include "unit.h"
 #include "xmalloc.h"
 
@@ -391,7 +400,7 @@ static void
 make_sandbox(void)
 {
 	static const char *const prot[] = { "gleam.toml", "manifest.toml",
-	    ".git/**" };
+	    ".git/**", "pin/*.lock" };
 	const char		*ro[2];
 	char			 inside_ro[PATH_MAX + 64], *cause = NULL;
 	struct sandbox_config	 cfg;
@@ -404,7 +413,7 @@ make_sandbox(void)
 	cfg.ro_roots = ro;
 	cfg.nro = 2;
 	cfg.protected = prot;
-	cfg.nprotected = 3;
+	cfg.nprotected = 4;
 	cfg.max_write = 1 << 20;
 	if ((sb = sandbox_create(&cfg, &cause)) == NULL) {
 		fprintf(stderr, "sandbox_create: %s\n", cause);
@@ -783,6 +792,247 @@ attack_race(void)
 	    "%s: race: both outcomes seen, so the swap really raced the reads", mode);
 }
 
+static int	rm_one(const char *, const struct stat *, int, struct FTW *);
+
+/* Rebuilds proj/pin for the pin tests (each mode starts afresh). */
+static void
+pin_setup(void)
+{
+	nftw(at("proj/pin"), rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	mkd(at("proj/pin"));
+	mkd(at("proj/pin/.gbr_envs"));
+	mkd(at("proj/pin/d"));
+	put(at("proj/pin/app.lock"), "lock 1\n");
+	put(at("proj/pin/.gbr_envs/p.ini"), "[env]\n");
+	put(at("proj/pin/d/f.lock"), "f\n");
+}
+
+/* Pins path now (expects success). */
+static void
+pin_take(const char *path, struct sandbox_check *chk, const char *what)
+{
+	enum gbr_err	 k;
+	char		*reason = NULL;
+	int		 r;
+
+	r = sandbox_check_write(sb, path, strlen(path), 8, chk, &k, &reason);
+	CHECK(r == 0 && chk->pin.rel != NULL, "%s: pin %s (%s)", mode, what,
+	    r == 0 ? "ok" : reason);
+	free(reason);
+}
+
+/* An approved write of path with pin: 0, or the refusal's kind. */
+static int
+pin_write(const char *path, const char *data, const struct sandbox_pin *pin,
+    char **why)
+{
+	enum gbr_err	 k = GBR_ERR_INTERNAL;
+	char		*reason = NULL;
+
+	if (sandbox_write_file_approved(sb, path, strlen(path), data,
+	    strlen(data), NULL, pin, NULL, NULL, &k, &reason) == 0) {
+		free(reason);
+		*why = xstrdup("written");
+		return 0;
+	}
+	*why = reason != NULL ? reason : xstrdup("?");
+	return (int)k;
+}
+
+/* Expects an approved write to be refused as changed, writing nothing. */
+static void
+pin_changed(const char *path, const struct sandbox_pin *pin,
+    const char *file, const char *holds, const char *what)
+{
+	char	*why;
+	int	 k = pin_write(path, "PWNED\n", pin, &why);
+
+	CHECK(k == GBR_ERR_CHANGED_SINCE_APPROVAL && strstr(why,
+	    "ask again") != NULL && strcmp(slurp(at(file)), holds) == 0 &&
+	    !has_temp("pin") && !has_temp("pin/.gbr_envs") && !has_temp("pin/d") &&
+	    outside_intact(), "%s: pinned write refused: %s (%s: %s)", mode,
+	    what, k == 0 ? "WRITTEN" : gbr_err_kind((enum gbr_err)k), why);
+	free(why);
+}
+
+/* Approval pins: see the top of the file. */
+static void
+pins(void)
+{
+	struct sandbox_check	 chk;
+	struct timespec		 ts[2];
+	struct stat		 st;
+	char			*why, *saved;
+	int			 k, fd;
+
+	pin_setup();
+	pin_take("pin/app.lock", &chk, "an existing protected file");
+	CHECK(chk.protected && chk.pin.exists && chk.pin.hashed &&
+	    strcmp(chk.pin.rel, "pin/app.lock") == 0 &&
+	    strcmp(chk.pin.asked, "pin/app.lock") == 0 &&
+	    strcmp(chk.pin.root, root) == 0 && chk.cur != NULL &&
+	    strcmp(chk.cur, "lock 1\n") == 0 && chk.pin.size == 7 &&
+	    sandbox_pin_content(&chk.pin, "lock 1\n", 7) &&
+	    !sandbox_pin_content(&chk.pin, "lock 2\n", 7),
+	    "%s: the pin names the file, its bytes and their hash", mode);
+	k = pin_write("pin/app.lock", "lock 2\n", &chk.pin, &why);
+	CHECK(k == 0 && strcmp(slurp(at("proj/pin/app.lock")), "lock 2\n") == 0,
+	    "%s: an approved write of the pinned file works (%s)", mode, why);
+	free(why);
+	/* The pin is spent: the file it named was replaced by the write. */
+	pin_changed("pin/app.lock", &chk.pin, "proj/pin/app.lock", "lock 2\n",
+	    "the same pin again, after its write");
+	sandbox_check_release(&chk);
+
+	/* A link into .gbr_envs swapped in: the profile is never written. */
+	pin_take("pin/app.lock", &chk, "before a link swap");
+	unlink(at("proj/pin/app.lock"));
+	sym(".gbr_envs/p.ini", at("proj/pin/app.lock"));
+	pin_changed("pin/app.lock", &chk.pin, "proj/pin/.gbr_envs/p.ini",
+	    "[env]\n", "a link into .gbr_envs swapped in");
+	/*
+	 * Nor with the pin's checks out of the way: only the protection of
+	 * the pinned path is lifted, so the profile's own still holds.
+	 */
+	sandbox_test_skip_pin_checks(1);
+	k = pin_write("pin/app.lock", "PWNED\n", &chk.pin, &why);
+	sandbox_test_skip_pin_checks(0);
+	CHECK(k == GBR_ERR_PROTECTED_PATH &&
+	    strcmp(slurp(at("proj/pin/.gbr_envs/p.ini")), "[env]\n") == 0 &&
+	    !has_temp("pin/.gbr_envs"), "%s: without its checks, a pin still "
+	    "lifts no protection but its own path's (%s)", mode, why);
+	free(why);
+	unlink(at("proj/pin/app.lock"));
+	put(at("proj/pin/app.lock"), "lock 1\n");
+	sandbox_check_release(&chk);
+
+	/* Another protected path, typed: the pin does not lift its protection. */
+	pin_take("pin/app.lock", &chk, "for another path");
+	k = pin_write("manifest.toml", "PWNED\n", &chk.pin, &why);
+	CHECK(k == GBR_ERR_PROTECTED_PATH && strcmp(slurp(at("proj/manifest.toml")),
+	    "# manifest\n") == 0, "%s: a pin lifts the protection of its own "
+	    "path only (%s)", mode, why);
+	free(why);
+	k = pin_write("pin/app.lock", "PWNED\n", NULL, &why);
+	CHECK(k == GBR_ERR_CHANGED_SINCE_APPROVAL &&
+	    strcmp(slurp(at("proj/pin/app.lock")), "lock 1\n") == 0,
+	    "%s: an approved write without a pin writes nothing (%s)", mode, why);
+	free(why);
+	saved = chk.pin.root;
+	chk.pin.root = (char *)"/elsewhere";
+	pin_changed("pin/app.lock", &chk.pin, "proj/pin/app.lock", "lock 1\n",
+	    "another allowed root");
+	chk.pin.root = saved;
+
+	/* The same bytes under a new inode. */
+	put(at("proj/pin/app.new"), "lock 1\n");
+	rename(at("proj/pin/app.new"), at("proj/pin/app.lock"));
+	pin_changed("pin/app.lock", &chk.pin, "proj/pin/app.lock", "lock 1\n",
+	    "the file replaced by a copy");
+	sandbox_check_release(&chk);
+
+	/* Changed in place, same size, mtime set back. */
+	pin_take("pin/app.lock", &chk, "before an in-place change");
+	if (stat(at("proj/pin/app.lock"), &st) != 0 ||
+	    (fd = open(at("proj/pin/app.lock"), O_WRONLY)) == -1 ||
+	    write(fd, "LOCK", 4) != 4 || close(fd) != 0)
+		exit(99);
+	ts[0] = st.st_atim;
+	ts[1] = st.st_mtim;
+	utimensat(AT_FDCWD, at("proj/pin/app.lock"), ts, 0);
+	pin_changed("pin/app.lock", &chk.pin, "proj/pin/app.lock", "LOCK 1\n",
+	    "the bytes changed in place, mtime set back");
+	/* Even a pin whose times agree again sees other bytes. */
+	if (stat(at("proj/pin/app.lock"), &st) != 0)
+		exit(99);
+	chk.pin.mtime = st.st_mtim;
+	chk.pin.ctime = st.st_ctim;
+	pin_changed("pin/app.lock", &chk.pin, "proj/pin/app.lock", "LOCK 1\n",
+	    "other bytes behind the same times (the hash)");
+	sandbox_check_release(&chk);
+	put(at("proj/pin/app.lock"), "lock 1\n");
+
+	/* A new file: pinned absent, below its folder. */
+	pin_take("pin/new.lock", &chk, "a new file");
+	CHECK(!chk.pin.exists && chk.cur == NULL && chk.protected,
+	    "%s: a new file is pinned absent", mode);
+	put(at("proj/pin/new.lock"), "mine\n");
+	pin_changed("pin/new.lock", &chk.pin, "proj/pin/new.lock", "mine\n",
+	    "a new file that appeared");
+	unlink(at("proj/pin/new.lock"));
+	k = pin_write("pin/new.lock", "new\n", &chk.pin, &why);
+	CHECK(k == 0 && strcmp(slurp(at("proj/pin/new.lock")), "new\n") == 0,
+	    "%s: the pinned new file is written while still absent (%s)", mode,
+	    why);
+	free(why);
+	sandbox_check_release(&chk);
+
+	/* Its folder replaced by another, or by a link to another. */
+	pin_take("pin/d/n.txt", &chk, "a new file in a folder");
+	rename(at("proj/pin/d"), at("proj/pin/d.old"));
+	mkd(at("proj/pin/d"));
+	pin_changed("pin/d/n.txt", &chk.pin, "proj/pin/d/n.txt", "",
+	    "the folder replaced");
+	rmdir(at("proj/pin/d"));
+	mkd(at("proj/pin/e"));
+	sym("e", at("proj/pin/d"));
+	pin_changed("pin/d/n.txt", &chk.pin, "proj/pin/e/n.txt", "",
+	    "the folder replaced by a link to another");
+	CHECK(access(at("proj/pin/d.old/n.txt"), F_OK) != 0 &&
+	    access(at("proj/pin/e/n.txt"), F_OK) != 0,
+	    "%s: nothing was created in either folder", mode);
+	unlink(at("proj/pin/d"));
+	rename(at("proj/pin/d.old"), at("proj/pin/d"));
+	k = pin_write("pin/d/n.txt", "n\n", &chk.pin, &why);
+	CHECK(k == 0, "%s: the folder back, the pinned write works (%s)", mode,
+	    why);
+	free(why);
+	sandbox_check_release(&chk);
+
+	/* Folders still to create: pinned below the deepest that exists. */
+	pin_take("pin/x/y/z.txt", &chk, "a file in new folders");
+	k = pin_write("pin/x/y/z.txt", "z\n", &chk.pin, &why);
+	CHECK(k == 0 && strcmp(slurp(at("proj/pin/x/y/z.txt")), "z\n") == 0,
+	    "%s: a pinned write creates the missing folders (%s)", mode, why);
+	free(why);
+	sandbox_check_release(&chk);
+	CHECK(outside_intact(), "%s: pins: nothing outside changed", mode);
+}
+
+/* SHA-256 against FIPS 180-4's vectors. */
+static void
+check_sha256(void)
+{
+	static const struct {
+		const char	*in;
+		const char	*hex;
+	} v[] = {
+		{ "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+		{ "abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+		{ "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+		  "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
+	};
+	unsigned char	 d[SHA256_LEN];
+	char		 hex[SHA256_HEX], *a;
+	size_t		 i;
+
+	for (i = 0; i < sizeof v / sizeof v[0]; i++) {
+		sha256_buf(v[i].in, strlen(v[i].in), d);
+		sha256_hex(d, hex);
+		CHECK(strcmp(hex, v[i].hex) == 0, "sha256 of %zu bytes (%s)",
+		    strlen(v[i].in), hex);
+	}
+	/* A million 'a': the long FIPS vector. */
+	a = xmalloc(1000000);
+	memset(a, 'a', 1000000);
+	sha256_buf(a, 1000000, d);
+	sha256_hex(d, hex);
+	CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67"
+	    "f1809a48a497200e046d39ccc7112cd0") == 0,
+	    "sha256 of a million 'a' (%s)", hex);
+	free(a);
+}
+
 /* The display escaping on its own. */
 static void
 check_escape(void)
@@ -824,6 +1074,7 @@ suite(void)
 	attacks_objects();
 	legitimate();
 	attack_race();
+	pins();
 	sandbox_free(sb);
 	sb = NULL;
 }
@@ -904,6 +1155,7 @@ main(void)
 	check_escape();
 	sandbox_free(sb);
 	root_paths();
+	check_sha256();
 
 	free(snapshot);
 	nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
@@ -76,7 +77,7 @@ static int
 call(const char *tool, const char *args, json_t **result, enum gbr_err *kind,
     char **reason)
 {
-	struct tool_ctx	 ctx = { sb, NULL, NULL, 0 };
+	struct tool_ctx	 ctx = { sb, NULL, NULL, 0, NULL };
 	json_t		*a = args != NULL ? json_loads(args, JSON_ALLOW_NUL, NULL) : NULL;
 	int		 r;
 
@@ -377,6 +378,52 @@ check_list(void)
 	fails("list_directory", "{\"path\": \"link_out\"}", GBR_ERR_PATH_TRAVERSAL, "a link out");
 }
 
+/* Orders strings bytewise, for qsort. */
+static int
+str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * search's folders are read and sorted a step at a time (a merge sort):
+ * several steps' worth of names, made in a shuffled order, come out in
+ * strcmp's order.
+ */
+static void
+check_search_names(void)
+{
+	char		 rel[PATH_MAX + 64], **names;
+	json_t		*r, *m;
+	size_t		 i, j, n = 1100, ok = 1;
+
+	mkd("proj/many");
+	for (i = 0; i < n; i++) {
+		/* A permutation of 0..n-1 (7 and n are coprime). */
+		j = (i * 7 + 3) % n;
+		snprintf(rel, sizeof rel, "proj/many/f%zu", j);
+		put(rel, "needle\n", 7);
+	}
+	r = works("search", "{\"pattern\": \"needle\", \"path\": \"many\", "
+	    "\"max_results\": 1000}", "1100 names in one folder");
+	m = json_object_get(r, "matches");
+	/* The first 1000 names in strcmp's order: f0, f1, f10, f100, ... */
+	names = xcalloc(n, sizeof *names);
+	for (i = 0; i < n; i++)
+		names[i] = xasprintf("many/f%zu", i);
+	qsort(names, n, sizeof *names, str_cmp);
+	for (i = 0; i < json_array_size(m); i++)
+		if (strcmp(sget(json_array_get(m, i), "path"), names[i]) != 0)
+			ok = 0;
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	CHECK(json_array_size(m) == 1000 && ok && strcmp(sget(r,
+	    "truncated_reason"), "max_results") == 0,
+	    "search: a folder read in steps comes out in strcmp's order");
+	json_decref(r);
+}
+
 /* search. */
 static void
 check_search(void)
@@ -536,6 +583,7 @@ main(void)
 	check_write_edit();
 	check_list();
 	check_search();
+	check_search_names();
 
 	sandbox_free(sb);
 	tool_reset();

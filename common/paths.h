@@ -1,0 +1,51 @@
+/*
+ * Where gbr's files live (DESIGN.md section 3): the socket, the state folder
+ * and the daemon config. Shared by the daemon and the clients so that both
+ * always agree. Every function returns a new string the caller frees.
+ */
+#ifndef GBR_PATHS_H
+#define GBR_PATHS_H
+
+#include <sys/types.h>
+
+/* What a refusal of the socket folder or server tells a person to do. */
+#define PATHS_SOCKET_WAY_OUT \
+	"set XDG_RUNTIME_DIR or GBR_SOCKET to a folder of your own"
+
+/* flag, else $GBR_SOCKET, else $XDG_RUNTIME_DIR/gbr/gbrd.sock, else /tmp/gbr-$UID/gbrd.sock. */
+char	*paths_socket(const char *flag);
+/* flag, else $GBR_STATE_DIR, else $XDG_STATE_HOME/gbr, else ~/.local/state/gbr. */
+char	*paths_state_dir(const char *flag);
+/*
+ * flag, else $GBR_CONFIG, else $XDG_CONFIG_HOME/gbr/gbrd.conf (or
+ * ~/.config/gbr/gbrd.conf) if it exists, else SYSCONFDIR/gbr/gbrd.conf if it
+ * exists; NULL when there is none (built-in defaults).
+ */
+char	*paths_config(const char *flag);
+/* The folder part of a path. */
+char	*paths_dirname(const char *);
+
+/*
+ * Makes sure dir is a private folder: creates it (mode 0700) if missing,
+ * creating missing parents too when parents is set; then checks with lstat
+ * that it is a real directory (not a symlink), owned by us, with no group or
+ * other permission bits. On failure returns -1 and sets *cause.
+ */
+int	 paths_private_dir(const char *dir, int parents, char **cause);
+
+/*
+ * Checks, before a client trusts a socket in it, the folder dir (never
+ * creating it): with lstat, it must be a real directory (not a symlink),
+ * owned by our uid, and writable by neither group nor others. Unlike
+ * paths_private_dir it lets others read and search the folder: that shows
+ * them only a socket they may not use, while write permission would let
+ * them replace it. Returns 0 when the folder is fine, 1 when it does not
+ * exist (nobody can listen there yet), or -1 with *cause (the caller frees
+ * it) saying which folder, its owner and mode, and the way out.
+ */
+int	 paths_check_socket_dir(const char *dir, char **cause);
+
+/* Names a user for a person: "alice (uid 1000)", or "uid 1000" alone. */
+char	*paths_uid_name(uid_t);
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * The replay at open: every segment in order, each record indexed into the
+ * segment table and, after the snapshot, handed to its module's replay().
+ * A torn tail of the last segment (the end of a write a crash cut short)
+ * is cut off and reported; any other damage, or a module refusing a
+ * record, stops the start with a message that names the repair (or, with
+ * --repair, is repaired). The scan itself is logscan's; parsing the
+ * payloads ahead on another thread is disklog-ahead.c; moving damaged
+ * files aside is disklog-repair.c; the snapshot restored before the replay
+ * is disklog-snapshot.c.
+ */
+#include "gbr-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "disklog-int.h"
+#include "jsonfast.h"
+#include "log.h"
+#include "logfmt.h"
+#include "logscan.h"
+#include "xmalloc.h"
+
+/* The record being replayed, for disklog_replay_payload. */
+static const struct logfmt_record	*dl_replaying;
+
+/* The payload of the record being replayed (see disklog.h). */
+const char *
+disklog_replay_payload(size_t *len)
+{
+	*len = dl_replaying != NULL ? dl_replaying->data_len : 0;
+	return dl_replaying != NULL ? (const char *)dl_replaying->data : NULL;
+}
+
+struct dl_replay {
+	struct dl_seg	*seg;
+	struct dl_pa	*pa;		/* parse-ahead, or NULL */
+	uint64_t	 snap_seq;
+	uint64_t	 count;
+	uint64_t	 ahead;		/* payloads the helper parsed */
+	char		*why;		/* a module refused a record */
+};
+
+/* True if the helper checked the record with seq at off (logscan). */
+static int
+dl_pa_checked(void *arg, uint64_t seq, uint64_t off)
+{
+	struct dl_replay	*rp = arg;
+
+	return dl_pa_slot(rp->pa, seq, off) != NULL;
+}
+
+/* logscan callback: indexes a record and replays it into its module. */
+static int
+dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
+{
+	struct dl_replay		*rp = arg;
+	const struct disklog_module	*m;
+	json_error_t			 jerr;
+	json_t				*payload;
+	char				 type[LOGFMT_MAX_TYPE + 1];
+	int				 r;
+
+	dl_seg_index(rp->seg, rec->seq, off);
+	payload = dl_pa_take(rp->pa, rec->seq, off);
+	if (rec->seq <= rp->snap_seq) {
+		json_decref(payload);
+		return 0;
+	}
+	rp->count++;
+	if ((m = dl_module_for(rec->type, rec->type_len)) == NULL ||
+	    m->replay == NULL) {
+		json_decref(payload);
+		return 0;
+	}
+	memcpy(type, rec->type, rec->type_len);
+	type[rec->type_len] = '\0';
+	if (payload != NULL)
+		rp->ahead++;
+	else
+		payload = jsonfast_loadb(rec->data, rec->data_len, DL_JSON, &jerr);
+	if (payload == NULL) {
+		rp->why = xasprintf("record seq %" PRIu64 " holds no valid JSON "
+		    "(%s)", rec->seq, jerr.text);
+		return -1;
+	}
+	dl_replaying = rec;
+	r = m->replay(rec->seq, rec->ts_ms, type, payload);
+	dl_replaying = NULL;
+	json_decref(payload);
+	if (r != 0) {
+		rp->why = xasprintf("module '%s' refused record seq %" PRIu64
+		    " (%s)", m->name, rec->seq, type);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Scans every segment in order, replaying records after the snapshot; cuts
+ * a torn tail; refuses (or repairs) any other damage.
+ */
+int
+dl_open_segments(struct logscan_dir *d, int repair, char **cause)
+{
+	struct logscan_seg	 res;
+	struct dl_replay	 rp;
+	struct dl_seg		*s;
+	uint64_t		 need = 0, good, limit_first;
+	size_t			 i, first = 0;
+	char			*why;
+	int			 fd, last;
+	json_t			*moved;
+
+	/* Segments wholly covered by the snapshot are no longer needed. */
+	while (first + 1 < d->nsegs && d->segs[first + 1].seq <= dl.snap_seq + 1) {
+		if (unlinkat(dl.dirfd, d->segs[first].name, 0) == 0)
+			log_info("disk log: removed %s, covered by the snapshot",
+			    d->segs[first].name);
+		first++;
+	}
+	for (i = first; i < d->nsegs; i++) {
+		last = i + 1 == d->nsegs;
+		good = need > 0 ? need - 1 : dl.snap_seq;
+		/* The seqs must follow on, except where the snapshot covers a hole. */
+		limit_first = dl.snap_seq + 1;
+		if (i == first ? (d->segs[i].seq > limit_first) :
+		    (d->segs[i].seq != need && (d->segs[i].seq > limit_first ||
+		    need > limit_first))) {
+			why = xasprintf("starts at seq %" PRIu64 " but seq %" PRIu64
+			    " was expected (records are missing)",
+			    d->segs[i].seq, i == first ? limit_first : need);
+			if (!repair) {
+				*cause = dl_refuse(d->segs[i].name, 0, why, good);
+				free(why);
+				return -1;
+			}
+			if (dl_repair(d, i, 0, 0, why, cause) != 0) {
+				free(why);
+				return -1;
+			}
+			log_warn("disk log: repaired: %s", why);
+			free(why);
+			dl_dir_cut(d, i);
+			break;
+		}
+		s = dl_seg_new(d->segs[i].name, d->segs[i].seq, 0);
+		memset(&rp, 0, sizeof rp);
+		rp.seg = s;
+		rp.snap_seq = dl.snap_seq;
+		rp.pa = dl_pa_start(d->segs[i].name, d->segs[i].seq,
+		    dl.snap_seq);
+		logscan_segment_trusting(dl.dirfd, d->segs[i].name, dl.log_id,
+		    d->segs[i].seq, last, dl_replay_cb, rp.pa != NULL ?
+		    dl_pa_checked : NULL, &rp, &res);
+		dl_pa_end(rp.pa);
+		dl.replayed += rp.count;
+		dl.replayed_ahead += rp.ahead;
+		if (res.header_ok && dl.log_id == 0)
+			dl.log_id = res.hdr.log_id;
+		if (last)
+			dl.prev_shutdown = res.header_ok && res.hdr.clean ?
+			    "clean" : "crash";
+		if (res.status == LOGSCAN_OK) {
+			s->size = res.size;
+			s->last_seq = res.last_seq;
+			dl_seg_push(s);
+			need = res.last_seq + 1;
+			continue;
+		}
+		if (res.status == LOGSCAN_TORN) {
+			/* The end of a write a crash cut short: cut and report. */
+			log_warn("disk log: %s/%s: %s; cutting it off",
+			    dl.dir, d->segs[i].name, res.why);
+			json_decref(dl.torn);
+			dl.torn = json_pack("{s:s, s:I, s:I, s:s}", "file",
+			    d->segs[i].name, "offset", (json_int_t)res.bad_offset,
+			    "bytes", (json_int_t)(res.size - res.good_end),
+			    "why", res.why);
+			if (!res.header_ok) {
+				moved = json_array();
+				if (dl_move_aside(d->segs[i].name, moved,
+				    cause) != 0) {
+					json_decref(moved);
+					dl_seg_free(s);
+					return -1;
+				}
+				json_decref(moved);
+				dl_seg_free(s);
+				dl_dir_cut(d, i);
+				break;
+			}
+			fd = openat(dl.dirfd, d->segs[i].name, O_WRONLY |
+			    O_CLOEXEC | O_NOFOLLOW);
+			if (fd == -1 || ftruncate(fd, (off_t)res.good_end) != 0 ||
+			    dl_datasync(fd) != 0) {
+				*cause = xasprintf("cannot cut the torn tail of "
+				    "%s/%s: %s", dl.dir, d->segs[i].name,
+				    strerror(errno));
+				if (fd != -1)
+					close(fd);
+				dl_seg_free(s);
+				return -1;
+			}
+			close(fd);
+			s->size = res.good_end;
+			s->last_seq = res.last_seq;
+			dl_seg_push(s);
+			need = res.last_seq + 1;
+			continue;
+		}
+		/* Corruption, a module's refusal, or a read error. */
+		why = rp.why != NULL ? rp.why : xstrdup(res.why);
+		good = res.header_ok ? res.last_seq : good;
+		if (!repair) {
+			*cause = dl_refuse(d->segs[i].name, res.bad_offset, why,
+			    good);
+			free(why);
+			dl_seg_free(s);
+			return -1;
+		}
+		if (dl_repair(d, i, res.good_end, res.header_ok, why,
+		    cause) != 0) {
+			free(why);
+			dl_seg_free(s);
+			return -1;
+		}
+		log_warn("disk log: repaired %s/%s: kept %" PRIu64 " bytes (up "
+		    "to seq %" PRIu64 "); damage: %s", dl.dir, d->segs[i].name,
+		    res.header_ok ? res.good_end : 0, good, why);
+		free(why);
+		if (res.header_ok && res.good_end > LOGFMT_HEADER_SIZE) {
+			s->size = res.good_end;
+			s->last_seq = res.last_seq;
+			dl_seg_push(s);
+		} else
+			dl_seg_free(s);
+		dl_dir_cut(d, i + 1);
+		break;
+	}
+	return 0;
+}

@@ -1,0 +1,185 @@
+/*
+ * write_file and edit_file (see tool-file-int.h), and edit_file's change on
+ * a text (tool_file_edit_text), which the approvals' diff shares. Both
+ * write at most the sandbox's write cap, atomically, through the sandbox;
+ * an approved call writes only if the file still holds the bytes the
+ * human's diff was made from.
+ */
+#include "gbr-config.h"
+
+#include <sys/stat.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox.h"
+#include "tool.h"
+#include "tool-file.h"
+#include "tool-file-int.h"
+#include "xmalloc.h"
+
+/* write_file {path, content}: creates or replaces a whole file. */
+int
+tf_write(struct tool_ctx *ctx, json_t *args, json_t **result,
+    enum gbr_err *kind, char **reason)
+{
+	struct sandbox_loc	 loc = { 0, NULL };
+	const char		*path, *content;
+	char			*shown;
+	size_t			 plen, clen;
+	int			 created;
+
+	path = tf_str(args, "path", &plen);
+	content = tf_str(args, "content", &clen);
+	if ((ctx->approved ? sandbox_write_file_approved(ctx->sandbox, path,
+	    plen, content, clen, NULL, ctx->pin, &created, &loc, kind, reason) :
+	    sandbox_write_file(ctx->sandbox, path, plen, content, clen, NULL,
+	    &created, &loc, kind, reason)) != 0)
+		return -1;
+	shown = sandbox_display(ctx->sandbox, &loc);
+	sandbox_loc_release(&loc);
+	*result = json_pack("{s:s, s:I, s:b}", "path", shown,
+	    "bytes", (json_int_t)clen, "created", created);
+	free(shown);
+	return 0;
+}
+
+/* Counts non-overlapping occurrences of needle in hay. */
+static size_t
+tf_count(const char *hay, size_t hlen, const char *needle, size_t nlen)
+{
+	const char	*p = hay, *end = hay + hlen, *m;
+	size_t		 n = 0;
+
+	while ((size_t)(end - p) >= nlen &&
+	    (m = memmem(p, (size_t)(end - p), needle, nlen)) != NULL) {
+		n++;
+		p = m + nlen;
+	}
+	return n;
+}
+
+/* Replaces old_string in a file's text (see tool-file.h). */
+int
+tool_file_edit_text(const char *data, size_t dlen, json_t *args, size_t max,
+    const char *shown, char **outp, size_t *outlen, size_t *countp,
+    enum gbr_err *kind, char **reason)
+{
+	const char	*old, *new, *p, *m, *end;
+	char		*out, *o;
+	size_t		 olen, nlen, count, size;
+	int		 all;
+
+	*outp = NULL;
+	old = tf_str(args, "old_string", &olen);
+	new = tf_str(args, "new_string", &nlen);
+	all = json_is_true(json_object_get(args, "replace_all"));
+	if (old == NULL || new == NULL)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string and new_string are required");
+	if (olen == 0)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string is empty");
+	if (olen == nlen && memcmp(old, new, olen) == 0)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string and new_string are the same");
+	if (memchr(data, '\0', dlen) != NULL)
+		return tf_fail(kind, reason, GBR_ERR_NOT_A_FILE,
+		    "'%s' looks binary (it holds NUL bytes)", shown);
+	count = tf_count(data, dlen, old, olen);
+	if (count == 0)
+		return tf_fail(kind, reason, GBR_ERR_NOT_FOUND,
+		    "old_string was not found in '%s' (it must match exactly, "
+		    "whitespace included)", shown);
+	if (count > 1 && !all)
+		return tf_fail(kind, reason, GBR_ERR_NOT_UNIQUE,
+		    "old_string occurs %zu times in '%s'; add the text around "
+		    "it to make it unique, or set replace_all", count, shown);
+	/* The new size, checked against the write cap before allocating. */
+	if (nlen > olen && count > max / (nlen - olen))
+		size = SIZE_MAX;
+	else
+		size = nlen >= olen ? dlen + count * (nlen - olen) :
+		    dlen - count * (olen - nlen);
+	if (size > max)
+		return tf_fail(kind, reason, GBR_ERR_TOO_LARGE,
+		    "'%s' would grow over the write cap of %zu bytes", shown,
+		    max);
+	out = xmalloc(size + 1);
+	o = out;
+	end = data + dlen;
+	for (p = data; (m = memmem(p, (size_t)(end - p), old, olen)) != NULL;
+	    p = m + olen) {
+		memcpy(o, p, (size_t)(m - p));
+		o += m - p;
+		memcpy(o, new, nlen);
+		o += nlen;
+	}
+	memcpy(o, p, (size_t)(end - p));
+	o += end - p;
+	*o = '\0';
+	*outp = out;
+	*outlen = (size_t)(o - out);
+	if (countp != NULL)
+		*countp = count;
+	return 0;
+}
+
+/* edit_file {path, old_string, new_string, replace_all?}. */
+int
+tf_edit(struct tool_ctx *ctx, json_t *args, json_t **result,
+    enum gbr_err *kind, char **reason)
+{
+	struct sandbox_loc	 loc = { 0, NULL };
+	struct stat		 st;
+	const char		*path, *old, *new;
+	char			*data, *out, *shown;
+	size_t			 plen, olen, nlen, dlen, count, outlen;
+
+	path = tf_str(args, "path", &plen);
+	old = tf_str(args, "old_string", &olen);
+	new = tf_str(args, "new_string", &nlen);
+	if (olen == 0)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string is empty");
+	if (olen == nlen && memcmp(old, new, olen) == 0)
+		return tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
+		    "old_string and new_string are the same");
+	if (sandbox_read_file(ctx->sandbox, path, plen, 0, &data, &dlen, &st,
+	    &loc, kind, reason) != 0)
+		return -1;
+	shown = sandbox_display(ctx->sandbox, &loc);
+	sandbox_loc_release(&loc);
+	if (ctx->approved && ctx->pin != NULL &&
+	    !sandbox_pin_content(ctx->pin, data, dlen)) {
+		/* The edit must apply to the text the human's diff was made from. */
+		tf_fail(kind, reason, GBR_ERR_CHANGED_SINCE_APPROVAL, "'%s' was "
+		    "modified (its bytes are not the ones the human's diff was "
+		    "made from) since a human approved the change; nothing was "
+		    "written (the agent may ask again)", shown);
+		goto fail;
+	}
+	if (tool_file_edit_text(data, dlen, args,
+	    sandbox_max_write(ctx->sandbox), shown, &out, &outlen, &count, kind,
+	    reason) != 0)
+		goto fail;
+	if ((ctx->approved ? sandbox_write_file_approved(ctx->sandbox, path,
+	    plen, out, outlen, &st, ctx->pin, NULL, NULL, kind, reason) :
+	    sandbox_write_file(ctx->sandbox, path, plen, out, outlen, &st,
+	    NULL, NULL, kind, reason)) != 0) {
+		free(out);
+		goto fail;
+	}
+	*result = json_pack("{s:s, s:I, s:I}", "path", shown,
+	    "replacements", (json_int_t)count, "bytes", (json_int_t)outlen);
+	free(out);
+	free(data);
+	free(shown);
+	return 0;
+
+fail:
+	free(data);
+	free(shown);
+	return -1;
+}
