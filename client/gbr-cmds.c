@@ -783,10 +783,12 @@ gbr_cmd_help(char *arg, char *rest)
 		fputc('\n', f);
 	}
 	fputs(
-"Keys: Ctrl-C cancels a running turn, clears the line, twice leaves;\n"
-"Ctrl-D on an empty line detaches; Up/Down walk the input history.\n"
-"A pending approval is asked at the prompt: a approves, d denies (then a\n"
-"reason, or Enter), e edits, s approves for the rest of the session.\n", f);
+"Keys: Alt-Enter or Ctrl-J starts a new line of the message, Enter sends\n"
+"it (a paste is one message); Ctrl-C cancels a running turn, clears the\n"
+"line, twice leaves; Ctrl-D on an empty line detaches; Up/Down walk the\n"
+"input history. A pending approval is asked at the prompt, one key\n"
+"answers: a approves, d denies (then a reason, or Enter), s approves for\n"
+"the rest of the session; e Enter edits.\n", f);
 	gbr_capture_end(&cap);
 }
 

@@ -10,6 +10,8 @@
  *                    reading lines, Ctrl-C, running the editor
  *   gbr-approvals.c  the pending approvals: showing them, the question at
  *                    the prompt, answering (approve, deny, edit)
+ *   gbr-input.c      input of more than one line (Alt-Enter, Ctrl-J,
+ *                    bracketed paste) and single-key answers
  *   gbr-cmds.c       the /slash commands (a table; /help is made from it),
  *                    /run and /tool and their answers
  */
@@ -108,6 +110,14 @@ struct gbr {
 	char		*defer;		/* output held while it does */
 	size_t		 defer_len;
 	size_t		 defer_lost;
+	char		*block;		/* lines typed or pasted, not sent yet */
+	size_t		 block_len;
+	int		 block_lines;
+	char		*paste_rest;	/* a paste's lines after the first */
+	size_t		 paste_lost;	/* a paste too long to take: its size */
+	int		 nl_key;	/* the line ended is a line of the block */
+	int		 read_again;	/* input was pushed back into libedit */
+	long long	 key_answer_ms;	/* when a single key answered a question */
 
 	struct {
 		long long	 id;	/* of the tool.call request */
@@ -139,6 +149,7 @@ json_t		*gbr_call(const char *, json_t *, char *, size_t);
 int		 gbr_has_method(const char *);
 int		 gbr_attach(const char *, int);
 void		 gbr_line(char *);
+void		 gbr_message_text(char *);
 
 /* gbr-term.c */
 size_t		 gbr_diff_lines(void);
@@ -155,6 +166,15 @@ void		 gbr_stdin_tty(void);
 void		 gbr_stdin_plain(void);
 void		 gbr_interrupt(void);
 void		 gbr_editor(void);
+
+/* gbr-input.c */
+void		 gbr_paste_mode(int);
+void		 gbr_input_keys(EditLine *);
+int		 gbr_block_clear(void);
+char		*gbr_block_line(const char *);
+char		*gbr_block_take(const char *);
+int		 gbr_answer_key(const char *, int);
+int		 gbr_key_enter_swallowed(void);
 
 /* gbr-approvals.c */
 int		 gbr_appr_find(const char *);

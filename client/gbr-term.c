@@ -11,8 +11,9 @@
  * the half-typed line. Streamed text that ends mid-line stays on its own
  * line above the prompt and later text continues it.
  *
- * Keys: Enter sends; Ctrl-C cancels the running turn, else clears the
- * line, and twice in a row leaves; Ctrl-D on an empty line detaches and
+ * Keys: Enter sends; Alt-Enter and Ctrl-J end a line without sending it
+ * (gbr-input.c); Ctrl-C cancels the running turn, else clears the line
+ * (and the lines held with it), and twice in a row leaves; Ctrl-D on an empty line detaches and
  * leaves (the session keeps running); closing the terminal (SIGHUP)
  * detaches cleanly.
  */
@@ -94,6 +95,10 @@ gbr_prompt(EditLine *el)
 	} else if (G.ask == ASK_REASON)
 		snprintf(G.prompt, sizeof G.prompt,
 		    "reason for denying (Enter for none)> ");
+	else if (G.block != NULL)
+		/* A line of a block: "...>" under the label's "gbr:ID>". */
+		snprintf(G.prompt, sizeof G.prompt, "%*s> ", (int)strlen(G.label),
+		    "...");
 	else if (G.running) {
 		ms = gbr_now_ms() - G.turn_start_ms;
 		if (ms < 0)
@@ -313,11 +318,13 @@ gbr_run_editor(const char *file)
 	sigaddset(&def, SIGPIPE);
 	posix_spawnattr_setsigdefault(&attr, &def);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+	gbr_paste_mode(0);
 	fflush(stdout);
 	r = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, environ);
 	posix_spawnattr_destroy(&attr);
 	free(cmd);
 	if (r != 0) {
+		gbr_paste_mode(1);
 		gbr_say("! cannot run the editor: %s\n", strerror(r));
 		return -1;
 	}
@@ -343,6 +350,7 @@ gbr_run_editor(const char *file)
 		gbr_got_int = 0;	/* Ctrl-C was the editor's */
 	}
 	G.in_editor = 0;
+	gbr_paste_mode(1);
 	gbr_got_winch = 1;		/* the size may have changed meanwhile */
 	if (G.defer_len > 0)
 		gbr_write(G.defer, G.defer_len);
@@ -388,37 +396,71 @@ gbr_stdin_tty(void)
 {
 	HistEvent	 hev;
 	const char	*buf;
-	char		*line;
-	int		 count = 0;
+	char		*line, *text, *left = NULL;
+	int		 count = 0, block;
 
+	if (gbr_key_enter_swallowed())
+		return;
 	buf = el_gets(G.el, &count);
+	/* Input was pushed back into libedit: it is read now. */
+	while (G.read_again) {
+		G.read_again = 0;
+		buf = el_gets(G.el, &count);
+	}
+	if (G.paste_lost > 0) {
+		gbr_say("! a paste of over %d bytes was left out (%zu bytes too "
+		    "many): /run or a file is the way for that much\n",
+		    GBR_LINE_MAX, G.paste_lost);
+		G.paste_lost = 0;
+	}
 	if (buf == NULL || count <= 0)
 		return;
 	if (count == 1 && buf[0] == 4) {	/* Ctrl-D on an empty line */
+		if (G.block != NULL)
+			return;		/* not with lines held: Ctrl-C drops them */
 		el_set(G.el, EL_UNBUFFERED, 0);
 		G.editing = 0;
 		fputc('\n', stdout);
 		G.leave = 1;
 		return;
 	}
+	/* a, d, e, s at the question answer it at once: as if Enter followed. */
+	if (gbr_answer_key(buf, count)) {
+		el_push(G.el, "\r");
+		buf = el_gets(G.el, &count);
+		if (buf == NULL || count <= 0)
+			return;
+	}
 	if (buf[count - 1] != '\n' && buf[count - 1] != '\r')
 		return;
 	line = xstrdup(buf);
+	block = G.nl_key;
+	G.nl_key = 0;
 	el_set(G.el, EL_UNBUFFERED, 0);
 	G.editing = 0;
 	G.out_col = 0;
 	line[strcspn(line, "\r\n")] = '\0';
-	/* Answers to a question are not worth recalling. */
-	if (line[strspn(line, " \t")] != '\0' && (G.ask == ASK_NONE ||
-	    line[strspn(line, " \t")] == '/'))
-		history(G.hist, &hev, H_ENTER, line);
-	gbr_line(line);
+	if (block)
+		left = gbr_block_line(line);
+	else if (G.ask == ASK_NONE && (text = gbr_block_take(line)) != NULL) {
+		gbr_message_text(text);
+		free(text);
+	} else {
+		/* Answers to a question are not worth recalling. */
+		if (line[strspn(line, " \t")] != '\0' && (G.ask == ASK_NONE ||
+		    line[strspn(line, " \t")] == '/'))
+			history(G.hist, &hev, H_ENTER, line);
+		gbr_line(line);
+	}
 	free(line);
 	if (!G.leave) {
 		el_set(G.el, EL_UNBUFFERED, 1);
 		G.editing = 1;
 		gbr_ask_update();	/* gives back a line put aside */
+		if (left != NULL)
+			gbr_set_line(left, NULL);
 	}
+	free(left);
 }
 
 /* stdin (not a terminal) is readable: complete lines are handled. */
@@ -470,7 +512,16 @@ gbr_interrupt(void)
 	const LineInfo	*li;
 	long long	 now = gbr_now_ms();
 	json_t		*res;
+	int		 n;
 
+	if (G.block != NULL && G.ask == ASK_NONE) {
+		/* Like a shell: the lines held go with the half-typed one. */
+		n = gbr_block_clear();
+		gbr_say("^C (%d line%s not sent)\n", n, n == 1 ? "" : "s");
+		gbr_set_line(NULL, NULL);
+		G.last_int_ms = 0;
+		return;
+	}
 	if (G.ask == ASK_REASON) {
 		/* Back to the question: nothing was denied. */
 		G.ask = ASK_DECISION;
@@ -532,5 +583,6 @@ gbr_editor(void)
 	el_set(G.el, EL_PROMPT, gbr_prompt);
 	el_set(G.el, EL_HIST, history, G.hist);
 	el_set(G.el, EL_SIGNAL, 0);
+	gbr_input_keys(G.el);
 	el_source(G.el, NULL);
 }

@@ -524,6 +524,28 @@ gbr_line(char *line)
 		gbr_send(line);
 }
 
+/*
+ * Sends a message of several lines (typed with Alt-Enter or pasted): it is
+ * a message even if it starts with '/', and its newlines are kept; only
+ * blank lines and blanks at its end go.
+ */
+void
+gbr_message_text(char *text)
+{
+	size_t	len = strlen(text);
+
+	while (len > 0 && strchr(" \t\r\n", text[len - 1]) != NULL)
+		text[--len] = '\0';
+	if (text[strspn(text, " \t\r\n")] == '\0')
+		return;
+	if (G.waiting) {
+		gbr_say("! gbrd is stopped: not sent; start it (gbrd) and gbr "
+		    "reconnects\n");
+		return;
+	}
+	gbr_send(text);
+}
+
 /* Reconnects after the connection was lost (or we were evicted) and catches up. */
 static void
 gbr_reconnect(void)
@@ -900,11 +922,14 @@ main(int argc, char **argv)
 		gbr_editor();
 		el_set(G.el, EL_UNBUFFERED, 1);
 		G.editing = 1;
+		gbr_paste_mode(1);
 	}
 
 	gbr_loop();
 
 	if (G.tty) {
+		gbr_paste_mode(0);
+		gbr_block_clear();
 		if (G.editing) {
 			el_set(G.el, EL_UNBUFFERED, 0);
 			if (!G.hangup)
