@@ -23,6 +23,21 @@
 #include "tool-file-int.h"
 #include "xmalloc.h"
 
+/* True if text has more than max lines. */
+static int
+tf_lines_over(const char *s, size_t len, size_t max)
+{
+	const char	*p = s, *end = s + len;
+	size_t		 n = 0;
+
+	while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+		if (++n > max)
+			return 1;
+		p++;
+	}
+	return 0;
+}
+
 /*
  * Adds the diff from old to new to a write's result: "diff" (a/PATH and
  * b/PATH named as shown), with "diff_truncated" when it was cut at
@@ -30,7 +45,10 @@
  * (omitted if the caller knows already). It runs on the loop, so it is
  * bounded as the approvals' diff is: texts over TF_DIFF_FILE_MAX (the
  * default write cap, the most an approval diffs) are not diffed, and
- * diff.c caps its own search (DIFF_MAX_LINES, DIFF_MAX_EDITS); text with
+ * diff.c caps its own search (DIFF_MAX_LINES, DIFF_MAX_EDITS). Unlike an
+ * approval's, this runs on every write, so texts over TF_DIFF_LINES_MAX
+ * lines are not diffed either: diff.c keeps some 60 bytes a line, and 4
+ * MiB of empty lines would cost hundreds of MB for a moment. Text with
  * a NUL byte is binary, and a list of sizes would tell nobody anything.
  */
 static void
@@ -42,7 +60,8 @@ tf_diff(json_t *result, const char *shown, const char *old, size_t olen,
 	int	 cut, lossy = 0;
 
 	if (omitted == NULL && (olen > TF_DIFF_FILE_MAX ||
-	    nlen > TF_DIFF_FILE_MAX))
+	    nlen > TF_DIFF_FILE_MAX || tf_lines_over(old, olen,
+	    TF_DIFF_LINES_MAX) || tf_lines_over(new, nlen, TF_DIFF_LINES_MAX)))
 		omitted = "too large";
 	if (omitted == NULL && (memchr(old, '\0', olen) != NULL ||
 	    memchr(new, '\0', nlen) != NULL))

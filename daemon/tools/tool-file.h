@@ -38,6 +38,7 @@ struct tool_def;
 #define TF_SEARCH_ACTIVE	8	/* searches taking turns; more wait */
 /* The diff in a write's result: no bigger texts, at most this much of it. */
 #define TF_DIFF_FILE_MAX	(4 * 1024 * 1024)	/* SANDBOX_WRITE_MAX */
+#define TF_DIFF_LINES_MAX	100000		/* lines of either text */
 #define TF_DIFF_OUT_MAX		(64 * 1024)	/* DIFF_OUT_MAX */
 
 /*

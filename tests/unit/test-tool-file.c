@@ -298,6 +298,23 @@ check_write_edit(void)
 	CHECK(strcmp(sget(r, "diff_omitted"), "binary") == 0, "write: no diff over a binary file");
 	json_decref(r);
 	{
+		char	*many = xmalloc(100001 * 2 + 64), *o = many;
+		size_t	 i;
+
+		/* Lines past TF_DIFF_LINES_MAX: no diff, even under the size cap. */
+		o += snprintf(o, 64, "{\"path\": \"nul.bin\", \"content\": \"");
+		for (i = 0; i < TF_DIFF_LINES_MAX + 1; i++) {
+			*o++ = '\\';
+			*o++ = 'n';
+		}
+		snprintf(o, 8, "\"}");
+		r = works("write_file", many, "many lines");
+		CHECK(json_object_get(r, "diff") == NULL &&
+		    strcmp(sget(r, "diff_omitted"), "too large") == 0, "write: no diff of too many lines");
+		json_decref(r);
+		free(many);
+	}
+	{
 		char	path[PATH_MAX + 64];
 
 		/* The listings below count the workspace's files. */
