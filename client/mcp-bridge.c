@@ -326,10 +326,10 @@ mcp_result_text(const char *tool, json_t *result)
 }
 
 /*
- * write_file's and edit_file's result without its diff (a new reference;
- * else r, a new reference too): as gbrd's own agent does (agent-context.c),
- * the model that wrote the change is not sent it back. gbrd keeps the diff
- * in the session's tool.result, for gbrctl attach and history.
+ * A tool's result r (borrowed) as the model gets it, a new reference:
+ * write_file's and edit_file's without their diff. As gbrd's own agent
+ * does (agent-context.c), the model that wrote the change is not sent it
+ * back; the session's tool.result keeps it, for attach and history.
  */
 static json_t *
 mcp_without_diff(const char *tool, json_t *r)

@@ -42,7 +42,8 @@ tf_lines_over(const char *s, size_t len, size_t max)
  * Adds the diff from old to new to a write's result: "diff" (a/PATH and
  * b/PATH named as shown), with "diff_truncated" when it was cut at
  * TF_DIFF_OUT_MAX bytes; or, with none, "diff_omitted" saying why
- * (omitted if the caller knows already). It runs on the loop, so it is
+ * (omitted: the reason, when the caller already knows it has no old
+ * text to diff; else NULL). It runs on the loop, so it is
  * bounded as the approvals' diff is: texts over TF_DIFF_FILE_MAX (the
  * default write cap, the most an approval diffs) are not diffed, and
  * diff.c caps its own search (DIFF_MAX_LINES, DIFF_MAX_EDITS). Unlike an
