@@ -330,7 +330,7 @@ tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
     json_t *result)
 {
 	struct toolcall		*c = arg;
-	json_t			*r = NULL;
+	json_t			*r = NULL, *kept;
 
 	c->job = NULL;
 	if (failed && kind == GBR_ERR_CHANGED_SINCE_APPROVAL && result == NULL) {
@@ -352,12 +352,11 @@ tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
 		 */
 		if (json_is_object(result) && json_object_get(result,
 		    "diff") != NULL) {
-			r = json_copy(result);
-			json_object_del(r, "diff");
-			json_object_del(r, "diff_truncated");
-			approval_applied(c->approval, failed, kind, reason, r);
-			json_decref(r);
-			r = NULL;
+			kept = json_copy(result);
+			json_object_del(kept, "diff");
+			json_object_del(kept, "diff_truncated");
+			approval_applied(c->approval, failed, kind, reason, kept);
+			json_decref(kept);
 		} else
 			approval_applied(c->approval, failed, kind, reason,
 			    result);
