@@ -325,18 +325,38 @@ mcp_result_text(const char *tool, json_t *result)
 	return s != NULL ? s : xstrdup("{}");
 }
 
+/*
+ * A tool's result r (borrowed) as the model gets it, a new reference:
+ * write_file's and edit_file's without their diff. As gbrd's own agent
+ * does (agent-context.c), the model that wrote the change is not sent it
+ * back; the session's tool.result keeps it, for attach and history.
+ */
+static json_t *
+mcp_without_diff(const char *tool, json_t *r)
+{
+	if ((strcmp(tool, "write_file") != 0 && strcmp(tool, "edit_file") != 0) ||
+	    !json_is_object(r))
+		return json_incref(r);
+	r = json_copy(r);
+	json_object_del(r, "diff");
+	json_object_del(r, "diff_truncated");
+	json_object_del(r, "diff_omitted");
+	return r;
+}
+
 /* The reply to a tool.call: a tool result, or a protocol error. */
 static void
 mcp_tool_reply(struct mcp *m, struct mcp_call *c, json_t *msg)
 {
 	json_t		*err = json_object_get(msg, "error");
 	json_t		*data = json_object_get(err, "data");
-	json_t		*res, *r, *sc;
+	json_t		*res, *r, *sc, *own;
 	const char	*kind, *text, *limit;
 	char		*body, *more = NULL;
 
 	if (err == NULL) {
-		r = json_object_get(json_object_get(msg, "result"), "result");
+		own = r = mcp_without_diff(c->tool, json_object_get(
+		    json_object_get(msg, "result"), "result"));
 		body = mcp_result_text(c->tool, r);
 		res = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type",
 		    "text", "text", body, "isError", 0);
@@ -350,6 +370,7 @@ mcp_tool_reply(struct mcp *m, struct mcp_call *c, json_t *msg)
 				json_object_del(sc, "content");
 			json_object_set_new(res, "structuredContent", sc);
 		}
+		json_decref(own);
 		r = json_object_get(json_object_get(msg, "result"), "call_id");
 		if (json_is_string(r))
 			json_object_set_new(res, "_meta", json_pack("{s:O}",

@@ -21,6 +21,7 @@
 /* Bytes of one diff line, and lines of a diff, in a bounded view. */
 #define RENDER_LINE_MAX	1000
 #define RENDER_DIFF_LINES 40
+#define RENDER_TOOL_DIFF_LINES 20	/* of a write's diff under its result */
 
 /* Prose: controls and bidi as '?', at most max bytes (0: all). */
 void	render_text(struct render *, const char *s, const char *prefix,

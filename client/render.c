@@ -302,6 +302,12 @@ render_tool_summary(struct render *r, const char *tool, const json_t *res)
 			render_count(r, res, "bytes", "byte", "bytes");
 		} else
 			render_items(r, res, "entries", "entry", "entries");
+		if (json_is_string(v = json_object_get(res, "diff_omitted"))) {
+			fputs(", no diff (", r->out);
+			render_escaped(r, json_string_value(v),
+			    json_string_length(v), 0, 32);
+			fputc(')', r->out);
+		}
 	} else if (strcmp(tool, "search") == 0) {
 		render_items(r, res, "matches", "match", "matches");
 		fputs(" (", r->out);
@@ -337,6 +343,31 @@ render_tool_summary(struct render *r, const char *tool, const json_t *res)
 	if (cut)
 		fputs(", cut", r->out);
 	return 1;
+}
+
+/*
+ * Writes the diff a write_file or edit_file result carries, under its
+ * summary line: at most RENDER_TOOL_DIFF_LINES lines, since a person
+ * follows the agent's work and a long rewrite would push the rest off the
+ * screen; how many lines are left out, and whether gbrd cut it.
+ */
+static void
+render_tool_diff(struct render *r, const char *tool, const json_t *res)
+{
+	const json_t	*diff = json_object_get(res, "diff");
+	size_t		 more;
+
+	if (tool == NULL || (strcmp(tool, "write_file") != 0 &&
+	    strcmp(tool, "edit_file") != 0) || !json_is_string(diff))
+		return;
+	more = render_diff(r, json_string_value(diff), json_string_length(diff),
+	    "    ", RENDER_TOOL_DIFF_LINES, RENDER_LINE_MAX);
+	if (more > 0 || json_is_true(json_object_get(res, "diff_truncated")))
+		fprintf(r->out, "%s    ... %zu more line%s%s%s\n",
+		    render_color(r, "dim"), more, more == 1 ? "" : "s",
+		    json_is_true(json_object_get(res, "diff_truncated")) ?
+		    ", and the rest of the diff was cut by gbrd" : "",
+		    render_color(r, "reset"));
 }
 
 /* Ends an open streamed line. */
@@ -454,6 +485,9 @@ render_message(struct render *r, const json_t *m)
 		} else if (content != NULL)
 			render_text(r, content, NULL, RENDER_SUMMARY);
 		fprintf(r->out, "%s\n", render_color(r, "reset"));
+		if (json_is_true(json_object_get(m, "ok")))
+			render_tool_diff(r, json_string_value(json_object_get(m,
+			    "tool")), json_object_get(m, "result"));
 	} else if (strcmp(role, "tool_call") == 0 || strcmp(role, "tool_result") == 0) {
 		fprintf(r->out, "%s%s ", render_color(r, "tool"),
 		    strcmp(role, "tool_call") == 0 ? "~" : "  =");

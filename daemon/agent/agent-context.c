@@ -51,17 +51,48 @@ agent_ours(json_t *m)
 	    json_is_integer(json_object_get(m, "step"));
 }
 
+/*
+ * The result of write_file or edit_file without its diff (a new
+ * reference), or NULL for any other. The diff is for the person reading
+ * the tool.result, which keeps it: the model wrote the change itself and
+ * knows it, and up to TF_DIFF_OUT_MAX bytes per write, sent again with
+ * every later request, would crowd out of the context what it does not
+ * know. What it cannot know (what a human changed in its proposal) comes
+ * apart, as "human_changes", and is kept.
+ */
+static json_t *
+agent_without_diff(json_t *m)
+{
+	const char	*tool = json_string_value(json_object_get(m, "tool"));
+	json_t		*r = json_object_get(m, "result");
+
+	if (tool == NULL || (strcmp(tool, "write_file") != 0 &&
+	    strcmp(tool, "edit_file") != 0) || !json_is_object(r) ||
+	    (json_object_get(r, "diff") == NULL &&
+	    json_object_get(r, "diff_omitted") == NULL))
+		return NULL;
+	r = json_copy(r);
+	json_object_del(r, "diff");
+	json_object_del(r, "diff_truncated");
+	json_object_del(r, "diff_omitted");
+	return r;
+}
+
 /* A tool result as the model reads it. */
 static char *
 agent_output(json_t *m)
 {
-	json_t		*e = json_object_get(m, "error");
+	json_t		*e = json_object_get(m, "error"), *r;
 	const char	*kind, *msg;
 	char		*s, *data, *out;
 
 	if (json_is_true(json_object_get(m, "ok"))) {
-		s = json_dumps(json_object_get(m, "result"), JSON_COMPACT |
-		    JSON_ENCODE_ANY);
+		if ((r = agent_without_diff(m)) != NULL) {
+			s = json_dumps(r, JSON_COMPACT);
+			json_decref(r);
+		} else
+			s = json_dumps(json_object_get(m, "result"),
+			    JSON_COMPACT | JSON_ENCODE_ANY);
 		return s != NULL ? s : xstrdup("{}");
 	}
 	kind = json_string_value(json_object_get(e, "kind"));

@@ -330,7 +330,7 @@ tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
     json_t *result)
 {
 	struct toolcall		*c = arg;
-	json_t			*r = NULL;
+	json_t			*r = NULL, *kept;
 
 	c->job = NULL;
 	if (failed && kind == GBR_ERR_CHANGED_SINCE_APPROVAL && result == NULL) {
@@ -343,8 +343,24 @@ tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
 			json_object_set_new(r, "grant_id", json_string(c->grant));
 		result = r;
 	}
-	if (c->state == TC_APPLYING && c->approval[0] != '\0')
-		approval_applied(c->approval, failed, kind, reason, result);
+	if (c->state == TC_APPLYING && c->approval[0] != '\0') {
+		/*
+		 * The approval keeps its result without the write's diff: it
+		 * has the diff the human approved, and the two together could
+		 * pass APPROVAL_RESULT_MAX and lose the path and size. The
+		 * tool.result keeps the diff.
+		 */
+		if (json_is_object(result) && json_object_get(result,
+		    "diff") != NULL) {
+			kept = json_copy(result);
+			json_object_del(kept, "diff");
+			json_object_del(kept, "diff_truncated");
+			approval_applied(c->approval, failed, kind, reason, kept);
+			json_decref(kept);
+		} else
+			approval_applied(c->approval, failed, kind, reason,
+			    result);
+	}
 	if (!failed && c->edited && json_is_object(result)) {
 		/* The model hears what the human changed in its proposal. */
 		r = json_deep_copy(result);

@@ -292,10 +292,14 @@ diff_hunks(struct dbuf *out, const struct dop *ops, size_t nops,
 	free(bpos);
 }
 
-/* The unified diff of a and b (see diff.h). */
-char *
-diff_unified(const char *path, const char *a, size_t alen, const char *b,
-    size_t blen, size_t max_out, size_t *lenp)
+/*
+ * The unified diff of a and b. Over max_out bytes of hunks, with cutp
+ * NULL the hunks become a note (diff_unified); else they are cut after
+ * the last whole line that fits and *cutp is set (diff_unified_head).
+ */
+static char *
+diff_make(const char *path, const char *a, size_t alen, const char *b,
+    size_t blen, size_t max_out, size_t *lenp, int *cutp)
 {
 	struct dbuf	 out = { NULL, 0, 0, 0, 0 };
 	struct dline	*la, *lb;
@@ -343,7 +347,21 @@ diff_unified(const char *path, const char *a, size_t alen, const char *b,
 	/* The hunks, within the cap (the header always fits). */
 	out.max = hdr + max_out;
 	diff_hunks(&out, ops, nops, la, lb);
-	if (out.over) {
+	if (out.over && cutp != NULL) {
+		/* A line is added in pieces: drop the one left half-written. */
+		while (out.len > hdr && out.p[out.len - 1] != '\n')
+			out.len--;
+		/* And a hunk header left with none of its lines. */
+		if (out.len > hdr) {
+			i = out.len - 1;
+			while (i > hdr && out.p[i - 1] != '\n')
+				i--;
+			if (out.len - i >= 2 && memcmp(out.p + i, "@@", 2) == 0)
+				out.len = i;
+		}
+		out.p[out.len] = '\0';
+		*cutp = 1;
+	} else if (out.over) {
 		out.over = 0;
 		out.len = hdr;
 		out.p[out.len] = '\0';
@@ -359,4 +377,21 @@ done:
 	if (lenp != NULL)
 		*lenp = out.len;
 	return out.p;
+}
+
+/* The unified diff of a and b, or a note past the cap (see diff.h). */
+char *
+diff_unified(const char *path, const char *a, size_t alen, const char *b,
+    size_t blen, size_t max_out, size_t *lenp)
+{
+	return diff_make(path, a, alen, b, blen, max_out, lenp, NULL);
+}
+
+/* The unified diff of a and b, its head only past the cap (see diff.h). */
+char *
+diff_unified_head(const char *path, const char *a, size_t alen, const char *b,
+    size_t blen, size_t max_out, size_t *lenp, int *cut)
+{
+	*cut = 0;
+	return diff_make(path, a, alen, b, blen, max_out, lenp, cut);
 }

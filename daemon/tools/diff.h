@@ -1,6 +1,7 @@
 /*
  * Unified diffs of text, line by line, for the approvals a human reads
- * (approval.h): what a write to a protected file would change. Pure: no
+ * (approval.h): what a write to a protected file would change; and for
+ * the results of write_file and edit_file: what a write changed. Pure: no
  * I/O, no loop, so it is unit-tested on its own (tests/unit/test-diff.c).
  *
  * Bounded, since it runs on the event loop on content an agent chose: the
@@ -32,5 +33,13 @@
  */
 char	*diff_unified(const char *path, const char *a, size_t alen,
 	    const char *b, size_t blen, size_t max_out, size_t *len);
+/*
+ * The same, but over max_out bytes the hunks are cut after the last whole
+ * line that fits, and *cut is set (else cleared): the head of a long diff,
+ * for the results of write_file and edit_file (tool-file-write.c), where a
+ * person would rather see the first changes than a note.
+ */
+char	*diff_unified_head(const char *path, const char *a, size_t alen,
+	    const char *b, size_t blen, size_t max_out, size_t *len, int *cut);
 
 #endif

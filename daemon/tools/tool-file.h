@@ -36,6 +36,10 @@ struct tool_def;
 #define TF_SLICE_FILES		256
 #define TF_SLICE_BYTES		(8 * 1024 * 1024)
 #define TF_SEARCH_ACTIVE	8	/* searches taking turns; more wait */
+/* The diff in a write's result: no bigger texts, at most this much of it. */
+#define TF_DIFF_FILE_MAX	(4 * 1024 * 1024)	/* SANDBOX_WRITE_MAX */
+#define TF_DIFF_LINES_MAX	100000		/* lines of either text */
+#define TF_DIFF_OUT_MAX		(64 * 1024)	/* DIFF_OUT_MAX */
 
 /*
  * Registers the five tools (tool.h): search as an asynchronous tool that

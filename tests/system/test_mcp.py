@@ -337,6 +337,9 @@ def test_sdk_list_read_write(daemon, ws, sdk):
         assert f.read() == "written over MCP\n"
     r = s.call("edit_file", path="new/deep/a.txt", old_string="over", new_string="through")
     assert r["isError"] is False, r
+    # The model wrote the change: it is not sent the diff (the history has it).
+    assert "diff" not in r["structuredContent"] and "diff" not in text_of(r)
+    assert r["structuredContent"]["replacements"] == 1
     assert text_of(s.call("read_file", path="new/deep/a.txt")) == "written through MCP\n"
     r = s.call("list_directory", path=".")
     assert "hello.txt" in text_of(r)
@@ -347,6 +350,9 @@ def test_sdk_list_read_write(daemon, ws, sdk):
     tools_called = [m["tool"] for m in h if m["role"] == "assistant"]
     assert tools_called == ["read_file", "write_file", "edit_file", "read_file",
                             "list_directory"]
+    diffs = [m["result"]["diff"] for m in h if m["role"] == "tool" and
+             m["tool"] in ("write_file", "edit_file")]
+    assert diffs[1].endswith("-written over MCP\n+written through MCP\n")
 
 
 def test_sdk_errors(daemon, ws, sdk):

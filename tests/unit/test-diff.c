@@ -185,6 +185,10 @@ random_text(size_t maxl, unsigned alpha, int nonl, size_t *len)
 	return s.p;
 }
 
+/* How the head of the 2000-line rewrite below begins. */
+#define HEAD_BIG "--- a/big\n+++ b/big\n@@ -1,2000 +1,2000 @@\n-old line 0\n" \
+	"-old line 1\n"
+
 /* Diffs and checks exact output. */
 static int
 same(const char *a, const char *b, const char *want)
@@ -203,6 +207,7 @@ main(void)
 {
 	char	*a, *b, *d, *r;
 	size_t	 alen, blen, changed, i, len, ok_apply = 0, ok_min = 0, trials;
+	int	 cut;
 	struct str big_a = { NULL, 0, 0 }, big_b = { NULL, 0, 0 };
 	char	 line[32];
 
@@ -252,6 +257,27 @@ main(void)
 	CHECK(len < 4096 && strncmp(d, "--- a/big\n+++ b/big\n(the diff is "
 	    "over the cap of 4096 bytes", 47) == 0 && strlen(d) == len,
 	    "over the output cap: the header and a note");
+	free(d);
+	/* The head of it instead, cut after a whole line. */
+	d = diff_unified_head("big", big_a.p, big_a.len, big_b.p, big_b.len,
+	    4096, &len, &cut);
+	CHECK(cut && len <= 4096 + 20 && strlen(d) == len && d[len - 1] == '\n' &&
+	    strncmp(d, HEAD_BIG, strlen(HEAD_BIG)) == 0,
+	    "the head: cut at a whole line");
+	r = strrchr(d, '\n');
+	for (r--; r > d && r[-1] != '\n'; r--)
+		;
+	CHECK(strncmp(r, "-old line ", 10) == 0, "the head ends with a whole line");
+	free(d);
+	/* A cut that would leave a hunk header alone drops it. */
+	d = diff_unified_head("f", "a\n1\n2\n3\n4\n5\n6\n7\nb\n", 18,
+	    "A\n1\n2\n3\n4\n5\n6\n7\nB\n", 18, 48, &len, &cut);
+	CHECK(cut && strcmp(d, "--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n-a\n+A\n"
+	    " 1\n 2\n 3\n") == 0, "the head: no hunk header without lines");
+	free(d);
+	d = diff_unified_head("f", "x\n", 2, "y\n", 2, 0, &len, &cut);
+	CHECK(!cut && strcmp(d, "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n") == 0,
+	    "the head of a short diff is all of it");
 	free(d);
 	/* Past the edit cap: still a diff that applies (one big hunk). */
 	d = diff_unified("big", big_a.p, big_a.len, big_b.p, big_b.len,

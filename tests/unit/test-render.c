@@ -403,6 +403,44 @@ main(void)
 	CHECK(strcmp(s, "! turn 4 interrupted: daemon died\n") == 0, "interrupted turn");
 	free(s);
 
+	/* A write's result: its line, then its diff, capped on screen. */
+	s = show(&r, "{\"role\":\"tool\",\"tool\":\"edit_file\",\"ok\":true,"
+	    "\"result\":{\"path\":\"a.c\",\"replacements\":1,\"bytes\":4,"
+	    "\"diff\":\"--- a/a.c\\n+++ b/a.c\\n@@ -1 +1 @@\\n-x\\u001b\\n+y\\n\"}}",
+	    1);
+	CHECK(same(s, "  = edit_file a.c: 1 replacement, now 4 bytes\n"
+	    "    --- a/a.c\n    +++ b/a.c\n    @@ -1 +1 @@\n    -x\\u{001B}\n"
+	    "    +y\n"), "an edit's diff under its line, escaped");
+	free(s);
+	{
+		char	big[4096];
+		size_t	n;
+
+		n = (size_t)snprintf(big, sizeof big, "{\"role\":\"tool\","
+		    "\"tool\":\"write_file\",\"ok\":true,\"result\":{\"path\":"
+		    "\"n\",\"bytes\":9,\"created\":true,\"diff_truncated\":true,"
+		    "\"diff\":\"--- a/n\\n+++ b/n\\n@@ -0,0 +1,30 @@\\n");
+		for (i = 0; i < 30; i++)
+			n += (size_t)snprintf(big + n, sizeof big - n, "+%zu\\n", i);
+		snprintf(big + n, sizeof big - n, "\"}}");
+		s = show(&r, big, 1);
+		CHECK(strstr(s, "    +16\n    ... 13 more lines, and the rest of "
+		    "the diff was cut by gbrd\n") != NULL && strstr(s, "+17") ==
+		    NULL, "a long diff: 20 lines, the count, and gbrd's cut");
+		free(s);
+	}
+	s = show(&r, "{\"role\":\"tool\",\"tool\":\"write_file\",\"ok\":true,"
+	    "\"result\":{\"path\":\"b\",\"bytes\":3,\"created\":false,"
+	    "\"diff_omitted\":\"binary\"}}", 1);
+	CHECK(same(s, "  = write_file b: 3 bytes, replaced, no diff "
+	    "(binary)\n"), "no diff: the line says why");
+	free(s);
+	s = show(&r, "{\"role\":\"tool\",\"tool\":\"read_file\",\"ok\":true,"
+	    "\"result\":{\"path\":\"b\",\"lines\":1,\"total_lines\":1,"
+	    "\"size\":2,\"diff\":\"+x\\n\"}}", 1);
+	CHECK(strstr(s, "+x") == NULL, "only a write's diff is shown");
+	free(s);
+
 	/* The agent's answer: shown live once, then only its tool calls. */
 	s = show(&r, "{\"type\":\"message.delta\",\"text\":\"Hi there\",\"step\":1}", 0);
 	free(s);

@@ -281,11 +281,46 @@ check_write_edit(void)
 	CHECK(json_is_true(json_object_get(r, "created")) && iget(r, "bytes") == 7 &&
 	    strcmp(sget(r, "path"), "src/new.c") == 0 && strcmp(slurp("proj/src/new.c"), "int x;\n") == 0,
 	    "write: created, bytes, path");
+	CHECK(strcmp(sget(r, "diff"), "--- a/src/new.c\n+++ b/src/new.c\n@@ -0,0 +1 @@\n+int x;\n") == 0 &&
+	    json_object_get(r, "diff_truncated") == NULL, "write: a new file's diff adds only");
 	json_decref(r);
 	r = works("write_file", "{\"path\": \"src/new.c\", \"content\": \"int y;\\n\"}", "a replace");
 	CHECK(json_is_false(json_object_get(r, "created")) &&
 	    strcmp(slurp("proj/src/new.c"), "int y;\n") == 0, "write: replaced");
+	CHECK(strcmp(sget(r, "diff"), "--- a/src/new.c\n+++ b/src/new.c\n@@ -1 +1 @@\n-int x;\n+int y;\n") == 0,
+	    "write: a replace's diff removes and adds");
 	json_decref(r);
+	r = works("write_file", "{\"path\": \"nul.bin\", \"content\": \"a\\u0000b\"}", "NUL bytes");
+	CHECK(json_object_get(r, "diff") == NULL && strcmp(sget(r, "diff_omitted"), "binary") == 0,
+	    "write: no diff of binary content");
+	json_decref(r);
+	r = works("write_file", "{\"path\": \"nul.bin\", \"content\": \"text\"}", "over binary");
+	CHECK(strcmp(sget(r, "diff_omitted"), "binary") == 0, "write: no diff over a binary file");
+	json_decref(r);
+	{
+		char	*many = xmalloc(100001 * 2 + 64), *o = many;
+		size_t	 i;
+
+		/* Lines past TF_DIFF_LINES_MAX: no diff, even under the size cap. */
+		o += snprintf(o, 64, "{\"path\": \"nul.bin\", \"content\": \"");
+		for (i = 0; i < TF_DIFF_LINES_MAX + 1; i++) {
+			*o++ = '\\';
+			*o++ = 'n';
+		}
+		snprintf(o, 8, "\"}");
+		r = works("write_file", many, "many lines");
+		CHECK(json_object_get(r, "diff") == NULL &&
+		    strcmp(sget(r, "diff_omitted"), "too large") == 0, "write: no diff of too many lines");
+		json_decref(r);
+		free(many);
+	}
+	{
+		char	path[PATH_MAX + 64];
+
+		/* The listings below count the workspace's files. */
+		snprintf(path, sizeof path, "%s/proj/nul.bin", base);
+		unlink(path);
+	}
 	fails("write_file", "{\"path\": \"gleam.toml\", \"content\": \"x\"}", GBR_ERR_PROTECTED_PATH,
 	    "a protected file");
 	fails("write_file", "{\"path\": \".gbr_envs/default.ini\", \"content\": \"x\"}",
@@ -315,6 +350,8 @@ check_write_edit(void)
 	    "\"new_string\": \"ALPHA\"}", "a unique edit");
 	CHECK(iget(r, "replacements") == 1 &&
 	    strcmp(slurp("proj/src/e.txt"), "alpha beta\nALPHA\ndelta\n") == 0, "edit: one replacement");
+	CHECK(strcmp(sget(r, "diff"), "--- a/src/e.txt\n+++ b/src/e.txt\n@@ -1,3 +1,3 @@\n alpha beta\n"
+	    "-alpha gamma\n+ALPHA\n delta\n") == 0, "edit: its diff");
 	json_decref(r);
 	put("proj/src/e.txt", "aaaa", 4);
 	r = works("edit_file", "{\"path\": \"src/e.txt\", \"old_string\": \"aa\", "
