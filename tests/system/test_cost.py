@@ -4,11 +4,14 @@ format and reports the usage a test asks for, so the expected cost is
 known to the token. Totals live in the session and come back from the log
 after kill -9 or a clean restart; a model without a price is counted, not
 guessed at."""
+import re
 import signal
+import subprocess
 import time
 
 import pytest
 
+from conftest import GBR
 from test_agent import PROVIDERS, fake, run_turn, session, start, ws  # noqa: F401
 
 MODELS = {"openai": "gpt-test:mini", "anthropic": "claude-test-1",
@@ -137,3 +140,52 @@ def test_bad_prices_refuse_start(make_daemon):
     d.expect_exit(1)
     assert "gbrd.conf:2: prices.model = 'gpt-4o 2.5': expected" in d.log()
 
+
+
+def test_repl_shows_the_cost(make_daemon, fake, ws):
+    fake.push({"text": "hi there", "usage": {"input": 1200, "output": 100}})
+    d = start(make_daemon, fake, "anthropic", priced("anthropic"))
+    r = subprocess.run([GBR, ws], input="hello\n", env=d.env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # 1200 * 3 / 1e6 + 100 * 15 / 1e6 = 0.0051
+    assert re.search(r"^\* turn 1: 1200 tokens in, 100 out, about \$0\.0051$",
+                     r.stdout, re.M), r.stdout
+    r = subprocess.run([GBR, ws], input="/status\n", env=d.env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^cost +this session about \$0\.0051; last turn about "
+                     r"\$0\.0051$", r.stdout, re.M), r.stdout
+
+
+def test_gbrctl_status_shows_the_session_cost(make_daemon, fake, ws):
+    fake.push({"text": "one", "usage": {"input": 1200, "output": 100}})
+    d = start(make_daemon, fake, "openai", priced("openai"))
+    c, sid = session(d, ws, name="costly")
+    run_turn(c, sid, "first")
+    r = d.ctl("status", "costly")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^tokens +in 1200, out 100; last turn in 1200, out 100$",
+                     r.stdout, re.M), r.stdout
+    assert re.search(r"^cost +about \$0\.0051; last turn about \$0\.0051$",
+                     r.stdout, re.M), r.stdout
+    assert "unpriced" not in r.stdout
+    # gbrctl's options may come after the session, as after other commands.
+    u = d.ctl_json("status", sid)["usage"]
+    assert u["cost_usd"] == pytest.approx(usd(1200, 100)) and u["unpriced_turns"] == 0
+    r = d.ctl("status", sid, "--json")
+    assert r.returncode == 0 and '"cost_usd"' in r.stdout, r.stderr
+    r = d.ctl("status", "nosuch")
+    assert r.returncode == 1 and "no open session is called nosuch" in r.stderr
+
+
+def test_gbrctl_status_counts_unpriced_turns(make_daemon, fake, ws):
+    fake.push({"text": "one", "usage": {"input": 10, "output": 5}})
+    d = start(make_daemon, fake, "openai", "model = %s\n" % MODELS["openai"])
+    c, sid = session(d, ws)
+    run_turn(c, sid, "first")
+    r = d.ctl("status", sid)
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"^cost ", r.stdout, re.M), r.stdout
+    assert re.search(r"^unpriced +1 turn \(no gbrd.conf \[prices\]", r.stdout,
+                     re.M), r.stdout
