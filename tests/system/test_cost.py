@@ -189,3 +189,33 @@ def test_gbrctl_status_counts_unpriced_turns(make_daemon, fake, ws):
     assert not re.search(r"^cost ", r.stdout, re.M), r.stdout
     assert re.search(r"^unpriced +1 turn \(no gbrd.conf \[prices\]", r.stdout,
                      re.M), r.stdout
+
+
+def test_cost_comes_back_from_a_snapshot(make_daemon, fake, ws):
+    """A small disk log budget forces a snapshot: the totals it keeps (the
+    seven-item usage) plus the turns replayed on top of it are the same
+    after a restart."""
+    extra = priced("openai") + "\n[log]\nmax_bytes = 1M\nsegment_bytes = 64K\n"
+    d = start(make_daemon, fake, "openai", extra)
+    c, sid = session(d, ws)
+    big = "z" * 150000
+    n, snap = 0, None
+    while n < 30:
+        fake.push({"text": "ok", "usage": {"input": 1000 + n, "output": 10}})
+        n += 1
+        _, end = run_turn(c, sid, "%d %s" % (n, big) if not snap else "after %d" % n)
+        assert end["outcome"] == "completed", end
+        c.events.clear()
+        if snap:
+            break
+        snap = c.call("daemon.status")["result"]["disklog"].get("snapshot")
+    assert snap, "no snapshot was written"
+    total = usage_of(d, sid)
+    want = sum(usd(1000 + i, 10) for i in range(n))
+    assert total["cost_usd"] == pytest.approx(want), total
+    d.stop()
+    d.start()
+    assert usage_of(d, sid) == total
+    d.kill9()
+    d.start()
+    assert usage_of(d, sid) == total
