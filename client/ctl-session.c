@@ -226,7 +226,7 @@ int
 ctl_session_status(struct ctl *ctl, const char *key)
 {
 	json_t		*res, *s, *found = NULL, *u, *last, *c;
-	const char	*name;
+	const char	*id, *name;
 	char		 cost[32], lcost[32];
 	size_t		 i;
 	long long	 unpriced;
@@ -235,8 +235,9 @@ ctl_session_status(struct ctl *ctl, const char *key)
 	if ((r = ctl_call(ctl, "session.list", NULL, &res)) != CTL_EXIT_OK)
 		return r;
 	json_array_foreach(json_object_get(res, "sessions"), i, s) {
+		id = json_string_value(json_object_get(s, "id"));
 		name = json_string_value(json_object_get(s, "name"));
-		if (strcmp(json_string_value(json_object_get(s, "id")), key) == 0 ||
+		if ((id != NULL && strcmp(id, key) == 0) ||
 		    (name != NULL && strcmp(name, key) == 0)) {
 			found = s;
 			break;
@@ -255,8 +256,7 @@ ctl_session_status(struct ctl *ctl, const char *key)
 	}
 	s = found;
 	name = json_string_value(json_object_get(s, "name"));
-	printf("session   %s%s%s%s on %s\n",
-	    json_string_value(json_object_get(s, "id")), name != NULL ? " (" : "",
+	printf("session   %s%s%s%s on %s\n", id, name != NULL ? " (" : "",
 	    name != NULL ? name : "", name != NULL ? ")" : "",
 	    json_string_value(json_object_get(s, "workspace")));
 	printf("state     %s, turn %lld, %lld messages, %lld attached\n",
