@@ -298,7 +298,8 @@ session_snapshot(void)
 			json_object_set_new(o, "previous_state", json_string(
 			    session_state_name(s->prev_state)));
 		/* Older gbrd wrote the first four items only (restore below). */
-		if (s->tokens_in != 0 || s->tokens_out != 0 || s->unpriced != 0)
+		if (s->tokens_in != 0 || s->tokens_out != 0 || s->unpriced != 0 ||
+		    s->last_cost >= 0)
 			json_object_set_new(o, "usage", json_pack(
 			    "[I, I, I, I, f, f, I]", (json_int_t)s->tokens_in,
 			    (json_int_t)s->tokens_out, (json_int_t)s->last_in,
@@ -362,7 +363,6 @@ session_restore_one(json_t *o)
 		json_t		*ju = json_object_get(o, "usage");
 		json_int_t	 u[5];
 		double		 c[2];
-
 		int		 full = 0;
 
 		if (json_unpack(ju, "[I, I, I, I!]", &u[0], &u[1], &u[2],
