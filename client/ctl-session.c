@@ -1,6 +1,6 @@
 /*
- * gbrctl's session commands: new, sessions, send, attach, history, cancel,
- * close. Each is a thin wrapper over one or two session.* calls; "send"
+ * gbrctl's session commands: new, sessions, status SESSION, send, attach,
+ * history, cancel, close. Each is a thin wrapper over one or two session.* calls; "send"
  * waits for the turn it started to end by attaching right after its own
  * message (after_seq = the message's seq), so it sees every event of the
  * turn exactly once even if the turn ended before it attached.
@@ -214,6 +214,78 @@ ctl_session_list(struct ctl *ctl, int argc, char **argv)
 		    (long long)json_integer_value(json_object_get(s, "messages")),
 		    ago, json_string_value(json_object_get(s, "workspace")));
 	}
+	json_decref(res);
+	return CTL_EXIT_OK;
+}
+
+/*
+ * status SESSION: one session's state, tokens and estimated cost, from its
+ * session.list entry (found by id or name, as gbrd finds sessions).
+ */
+int
+ctl_session_status(struct ctl *ctl, const char *key)
+{
+	json_t		*res, *s, *found = NULL, *u, *last, *c;
+	const char	*id, *name;
+	char		 cost[32], lcost[32];
+	size_t		 i;
+	long long	 unpriced;
+	int		 r;
+
+	if ((r = ctl_call(ctl, "session.list", NULL, &res)) != CTL_EXIT_OK)
+		return r;
+	json_array_foreach(json_object_get(res, "sessions"), i, s) {
+		id = json_string_value(json_object_get(s, "id"));
+		name = json_string_value(json_object_get(s, "name"));
+		if ((id != NULL && strcmp(id, key) == 0) ||
+		    (name != NULL && strcmp(name, key) == 0)) {
+			found = s;
+			break;
+		}
+	}
+	if (found == NULL) {
+		fprintf(stderr, "gbrctl: no open session is called %s (gbrctl "
+		    "sessions lists them)\n", key);
+		json_decref(res);
+		return CTL_EXIT_ERROR;
+	}
+	if (ctl->json) {
+		ctl_print_json(found);
+		json_decref(res);
+		return CTL_EXIT_OK;
+	}
+	s = found;
+	name = json_string_value(json_object_get(s, "name"));
+	printf("session   %s%s%s%s on %s\n", id, name != NULL ? " (" : "",
+	    name != NULL ? name : "", name != NULL ? ")" : "",
+	    json_string_value(json_object_get(s, "workspace")));
+	printf("state     %s, turn %lld, %lld messages, %lld attached\n",
+	    json_string_value(json_object_get(s, "state")),
+	    (long long)json_integer_value(json_object_get(s, "turn")),
+	    (long long)json_integer_value(json_object_get(s, "messages")),
+	    (long long)json_integer_value(json_object_get(s, "attached")));
+	u = json_object_get(s, "usage");
+	last = json_object_get(u, "last_turn");
+	printf("tokens    in %lld, out %lld; last turn in %lld, out %lld\n",
+	    (long long)json_integer_value(json_object_get(u, "input_tokens")),
+	    (long long)json_integer_value(json_object_get(u, "output_tokens")),
+	    (long long)json_integer_value(json_object_get(last, "input_tokens")),
+	    (long long)json_integer_value(json_object_get(last,
+	    "output_tokens")));
+	/* cost_usd sums the priced turns; the others are counted apart. */
+	c = json_object_get(u, "cost_usd");
+	unpriced = json_integer_value(json_object_get(u, "unpriced_turns"));
+	if (json_is_number(c) && (json_number_value(c) > 0 || unpriced == 0)) {
+		render_cost(cost, sizeof cost, json_number_value(c));
+		snprintf(lcost, sizeof lcost, "unpriced");
+		if (json_is_number(json_object_get(last, "cost_usd")))
+			render_cost(lcost, sizeof lcost, json_number_value(
+			    json_object_get(last, "cost_usd")));
+		printf("cost      %s; last turn %s\n", cost, lcost);
+	}
+	if (unpriced > 0)
+		printf("unpriced  %lld turn%s (no gbrd.conf [prices] line for the "
+		    "model)\n", unpriced, unpriced == 1 ? "" : "s");
 	json_decref(res);
 	return CTL_EXIT_OK;
 }

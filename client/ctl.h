@@ -42,6 +42,8 @@ int	ctl_log(struct ctl *, int, char **);
 /* ctl-session.c: the session commands. */
 int	ctl_session_new(struct ctl *, int, char **);
 int	ctl_session_list(struct ctl *, int, char **);
+/* One session's state, tokens and cost (gbrctl status SESSION). */
+int	ctl_session_status(struct ctl *, const char *key);
 int	ctl_session_send(struct ctl *, int, char **);
 int	ctl_session_attach(struct ctl *, int, char **);
 int	ctl_session_history(struct ctl *, int, char **);

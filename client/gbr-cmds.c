@@ -635,6 +635,39 @@ gbr_cmd_close(char *arg, char *rest)
 	}
 }
 
+/*
+ * The status line of what the session cost: the priced turns' sum, and
+ * how many turns [prices] could not price (left out of the sum).
+ */
+static void
+gbr_cost_line(json_t *u)
+{
+	json_t		*c = json_object_get(u, "cost_usd");
+	json_t		*last = json_object_get(json_object_get(u, "last_turn"),
+			    "cost_usd");
+	long long	 unpriced = gbr_int(u, "unpriced_turns");
+	char		 total[32], lc[32], left[96] = "";
+
+	/* An older gbrd, or nothing asked of a model yet. */
+	if (!json_is_number(c) || (gbr_int(u, "input_tokens") == 0 &&
+	    gbr_int(u, "output_tokens") == 0 && unpriced == 0))
+		return;
+	if (json_number_value(c) <= 0 && unpriced > 0) {
+		gbr_status_line("cost", "unknown: %lld turn%s without a price "
+		    "(gbrd.conf [prices])", unpriced, unpriced == 1 ? "" : "s");
+		return;
+	}
+	render_cost(total, sizeof total, json_number_value(c));
+	snprintf(lc, sizeof lc, "unpriced");
+	if (json_is_number(last))
+		render_cost(lc, sizeof lc, json_number_value(last));
+	if (unpriced > 0)
+		snprintf(left, sizeof left, " (%lld turn%s without a price left "
+		    "out)", unpriced, unpriced == 1 ? "" : "s");
+	gbr_status_line("cost", "this session %s%s; last turn %s", total, left,
+	    lc);
+}
+
 /* /status */
 static void
 gbr_cmd_status(char *arg, char *rest)
@@ -669,6 +702,7 @@ gbr_cmd_status(char *arg, char *rest)
 		    gbr_int(u, "output_tokens"), gbr_int(json_object_get(u,
 		    "last_turn"), "input_tokens"), gbr_int(json_object_get(u,
 		    "last_turn"), "output_tokens"));
+		gbr_cost_line(u);
 		if ((ap = gbr_call("approval.list", json_pack("{s:s}", "session",
 		    G.session), NULL, 0)) != NULL) {
 			json_array_foreach(json_object_get(ap, "approvals"), i, v)

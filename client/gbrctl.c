@@ -35,6 +35,7 @@ struct cmd {
 #define CMD_OWN_HELP	0x2	/* prints its own --help */
 #define CMD_OWN_STATUS	0x4	/* exits with what it ran: gbrctl's own
 				   failures are 125 (ctl-run.c) */
+#define CMD_OPTS_AFTER	0x8	/* takes gbrctl's options among its arguments */
 	int		 min_args;
 	int		 max_args;
 };
@@ -46,8 +47,9 @@ static int	cmd_shutdown(struct ctl *, int, char **);
 static int	cmd_call(struct ctl *, int, char **);
 
 static const struct cmd cmds[] = {
-	{ "status", "", "show the daemon's state, limits and active security layers",
-	    cmd_status, CMD_CONNECT, 0, 0 },
+	{ "status", "[SESSION]", "show the daemon's state, limits and active "
+	    "security layers; or a session's state, tokens and cost",
+	    cmd_status, CMD_CONNECT | CMD_OPTS_AFTER, 0, 1 },
 	{ "ping", "", "check that the daemon answers",
 	    cmd_ping, CMD_CONNECT, 0, 0 },
 	{ "start", "", "start the daemon if it is not running",
@@ -268,7 +270,7 @@ ctl_print_flat(const char *prefix, const json_t *v)
 	}
 }
 
-/* status: the daemon's state. */
+/* status [SESSION]: the daemon's state, or a session's. */
 static int
 cmd_status(struct ctl *ctl, int argc, char **argv)
 {
@@ -276,6 +278,8 @@ cmd_status(struct ctl *ctl, int argc, char **argv)
 	long long	 up;
 	int		 r;
 
+	if (argc == 1)
+		return ctl_session_status(ctl, argv[0]);
 	if ((r = ctl_call(ctl, "daemon.status", NULL, &st)) != EXIT_OK)
 		return r;
 	if (ctl->json)
@@ -462,13 +466,15 @@ main(int argc, char **argv)
 	}
 	/*
 	 * A command without arguments also takes gbrctl's own options after
-	 * it ("gbrctl sessions --json"): nothing else could be meant.
+	 * it ("gbrctl sessions --json"): nothing else could be meant. One
+	 * whose arguments never start with '-' (CMD_OPTS_AFTER) takes them
+	 * among its arguments: getopt_long moves those to the end.
 	 */
-	if (cmd->max_args == 0 && argc > 1) {
+	if ((cmd->max_args == 0 || (cmd->flags & CMD_OPTS_AFTER)) && argc > 1) {
 		optind = 0;
 		opterr = 0;
-		while ((ch = getopt_long(argc, argv, "+s:jt:", longopts,
-		    NULL)) != -1)
+		while ((ch = getopt_long(argc, argv, cmd->max_args == 0 ?
+		    "+s:jt:" : "s:jt:", longopts, NULL)) != -1)
 			if ((ch != 's' && ch != 'j' && ch != 't') ||
 			    global_opt(&ctl, &socket_flag, ch, optarg) != 0) {
 				fprintf(stderr, "usage: gbrctl %s (and gbrctl's "

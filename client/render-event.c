@@ -74,8 +74,9 @@ render_state(struct render *r, const json_t *p)
 	const char	*reason = json_string_value(json_object_get(p, "reason"));
 	json_int_t	 turn = json_integer_value(json_object_get(p, "turn"));
 	json_int_t	 in, out;
-	json_t		*u;
-	char		 buf[256], tok[96] = "";
+	json_t		*u, *c;
+	char		 buf[256], tok[128] = "", cost[32];
+	size_t		 n;
 
 	if (state == NULL)
 		return 0;
@@ -87,9 +88,16 @@ render_state(struct render *r, const json_t *p)
 		u = json_object_get(p, "usage");
 		in = json_integer_value(json_object_get(u, "input_tokens"));
 		out = json_integer_value(json_object_get(u, "output_tokens"));
-		if (in > 0 || out > 0)
-			snprintf(tok, sizeof tok, "%lld tokens in, %lld out",
-			    (long long)in, (long long)out);
+		if (in > 0 || out > 0) {
+			n = (size_t)snprintf(tok, sizeof tok, "%lld tokens in, "
+			    "%lld out", (long long)in, (long long)out);
+			/* gbrd prices a turn only if [prices] names its model. */
+			c = json_object_get(u, "cost_usd");
+			if (json_is_number(c) && n < sizeof tok) {
+				render_cost(cost, sizeof cost, json_number_value(c));
+				snprintf(tok + n, sizeof tok - n, ", %s", cost);
+			}
+		}
 		/* no_provider was said by its error event already. */
 		if (strcmp(outcome, "no_provider") == 0)
 			return 0;

@@ -805,3 +805,18 @@ render_approval_resolved(struct render *r, const json_t *a, const char *where)
 	}
 	fprintf(r->out, "%s\n", render_color(r, "reset"));
 }
+
+/* Formats an estimated cost in USD. */
+void
+render_cost(char *buf, size_t len, double usd)
+{
+	/* An estimate from configured prices: never more precise than that. */
+	if (!(usd > 0))		/* zero, or NaN from a broken daemon */
+		snprintf(buf, len, "$0");
+	else if (usd < 0.00005)
+		snprintf(buf, len, "less than $0.0001");
+	else if (usd < 1)
+		snprintf(buf, len, "about $%.4f", usd);
+	else
+		snprintf(buf, len, "about $%.2f", usd);
+}

@@ -94,6 +94,12 @@ void	render_approval_what(struct render *, const json_t *approval);
 /* Renders an approval's outcome on one line; where (or NULL) follows the state. */
 void	render_approval_resolved(struct render *, const json_t *approval,
 	    const char *where);
+/*
+ * Writes an estimated cost for a person into buf: "about $0.0123" (four
+ * decimals under a dollar, where token prices live; cents above),
+ * "less than $0.0001", or "$0" for nothing at all.
+ */
+void	render_cost(char *buf, size_t len, double usd);
 /* Why an approval was asked for, in words; NULL for an unknown reason. */
 const char *render_approval_why(const char *why);
 

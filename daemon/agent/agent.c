@@ -41,6 +41,7 @@
 
 #include <sys/queue.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,25 +185,55 @@ agent_kill(struct agent_turn *t)
 	free(t);
 }
 
-/* The usage of a turn: every answer's counts, summed. */
+/*
+ * The usage of a turn: every answer's counts, summed, and what they cost
+ * at [prices]. The cost is there only if every answer that reports usage
+ * came from a priced model: a sum that leaves some answers out would read
+ * as the whole, so an unpriced one gives "unpriced": true instead. A turn
+ * without answers has neither: there was nothing to price.
+ */
 static json_t *
 agent_usage(json_t *msgs, uint64_t turn)
 {
-	json_t		*m, *u;
-	json_int_t	 in = 0, out = 0;
-	size_t		 i;
+	const struct config		*cfg = config_get();
+	const struct config_price	*pr;
+	json_t				*m, *u, *o;
+	json_int_t			 in = 0, out = 0, min, mout;
+	size_t				 i;
+	double				 cost = 0;
+	int				 answers = 0, unpriced = 0;
 
 	json_array_foreach(msgs, i, m) {
 		if (json_object_get(m, "step") == NULL ||
 		    (uint64_t)json_integer_value(json_object_get(m, "turn")) != turn)
 			continue;
 		u = json_object_get(m, "usage");
-		if (json_integer_value(json_object_get(u, "input_tokens")) > 0)
-			in += json_integer_value(json_object_get(u, "input_tokens"));
-		if (json_integer_value(json_object_get(u, "output_tokens")) > 0)
-			out += json_integer_value(json_object_get(u, "output_tokens"));
+		min = json_integer_value(json_object_get(u, "input_tokens"));
+		mout = json_integer_value(json_object_get(u, "output_tokens"));
+		if (min < 0)
+			min = 0;
+		if (mout < 0)
+			mout = 0;
+		in += min;
+		out += mout;
+		if (!json_is_object(u))
+			continue;
+		answers++;
+		pr = config_price(cfg, json_string_value(json_object_get(m,
+		    "model")));
+		if (pr == NULL)
+			unpriced = 1;
+		else
+			cost += (double)min * pr->input / 1e6 +
+			    (double)mout * pr->output / 1e6;
 	}
-	return json_pack("{s:I, s:I}", "input_tokens", in, "output_tokens", out);
+	o = json_pack("{s:I, s:I}", "input_tokens", in, "output_tokens", out);
+	/* Absurd counts times prices could overflow: a real must be finite. */
+	if (unpriced || !isfinite(cost))
+		json_object_set_new(o, "unpriced", json_true());
+	else if (answers > 0)
+		json_object_set_new(o, "cost_usd", json_real(cost));
+	return o;
 }
 
 /*

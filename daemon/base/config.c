@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,8 @@ config_defaults(void)
 void
 config_free(struct config *cfg)
 {
+	size_t	i;
+
 	if (cfg == NULL)
 		return;
 	free(cfg->path);
@@ -93,6 +96,9 @@ config_free(struct config *cfg)
 	free(cfg->llm_base_url);
 	free(cfg->llm_key_file);
 	free(cfg->llm_ollama_url);
+	for (i = 0; i < cfg->nprices; i++)
+		free(cfg->prices[i].model);
+	free(cfg->prices);
 	free(cfg);
 }
 
@@ -493,6 +499,87 @@ config_llm(struct config_parse *p, const char *name, const char *value)
 }
 
 /*
+ * Parses a price: a plain decimal number of USD per million tokens, finite
+ * and not negative. Hex, "inf" and "nan" (which strtod takes) are refused
+ * by the character set before strtod sees them.
+ */
+static int
+config_usd(const char *s, size_t len, double *out)
+{
+	char	buf[64], *end;
+	double	v;
+
+	if (len == 0 || len >= sizeof buf || s[0] == '-' ||
+	    strspn(s, "0123456789.eE+-") < len)
+		return -1;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	errno = 0;
+	v = strtod(buf, &end);
+	if (errno != 0 || *end != '\0' || !isfinite(v) || v < 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/*
+ * One line of [prices]: "model = NAME IN OUT". The key is always "model"
+ * because inih splits a key at ':' and model names are full of them
+ * ("qwen2.5-coder:7b"), so the name goes in the value. Returns 1, or 0
+ * with p->cause.
+ */
+static int
+config_prices(struct config_parse *p, const char *name, const char *value)
+{
+	struct config		*cfg = p->cfg;
+	struct config_price	*pr;
+	const char		*v = value, *in, *out;
+	size_t			 mlen, inlen, outlen, i;
+	double			 din, dout;
+
+	if (strcmp(name, "model") != 0) {
+		p->cause = xasprintf("unknown key '%s' in [prices] (expected "
+		    "model = NAME INPUT OUTPUT)", name);
+		return 0;
+	}
+	mlen = strcspn(v, " \t");
+	in = v + mlen + strspn(v + mlen, " \t");
+	inlen = strcspn(in, " \t");
+	out = in + inlen + strspn(in + inlen, " \t");
+	outlen = strcspn(out, " \t");
+	if (mlen == 0 || mlen > 256 || strspn(v, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/-") < mlen ||
+	    config_usd(in, inlen, &din) != 0 ||
+	    config_usd(out, outlen, &dout) != 0 ||
+	    out[outlen + strspn(out + outlen, " \t")] != '\0') {
+		p->cause = xasprintf("prices.model = '%s': expected a model name "
+		    "and two prices, USD per million input and output tokens "
+		    "(model = NAME 3 15)", value);
+		return 0;
+	}
+	for (i = 0; i < cfg->nprices; i++) {
+		if (strlen(cfg->prices[i].model) == mlen &&
+		    strncmp(cfg->prices[i].model, v, mlen) == 0) {
+			p->cause = xasprintf("prices.model = '%s': %.*s is "
+			    "priced twice", value, (int)mlen, v);
+			return 0;
+		}
+	}
+	if (cfg->nprices == CONFIG_PRICES_MAX) {
+		p->cause = xasprintf("prices.model = '%s': more than %d models",
+		    value, CONFIG_PRICES_MAX);
+		return 0;
+	}
+	cfg->prices = xreallocarray(cfg->prices, cfg->nprices + 1,
+	    sizeof *cfg->prices);
+	pr = &cfg->prices[cfg->nprices++];
+	pr->model = xstrndup(v, mlen);
+	pr->input = din;
+	pr->output = dout;
+	return 1;
+}
+
+/*
  * inih callback: one key at a time. Returns 0 to stop on the first error;
  * inih then reports that line's number (Debian builds inih without
  * INI_HANDLER_LINENO, so the handler itself does not get it).
@@ -605,6 +692,8 @@ config_handler(void *arg, const char *section, const char *name,
 		}
 	} else if (strcmp(section, "llm") == 0) {
 		return config_llm(p, name, value);
+	} else if (strcmp(section, "prices") == 0) {
+		return config_prices(p, name, value);
 	} else {
 		p->cause = xasprintf("unknown section [%s]", section);
 		return 0;
@@ -671,4 +760,18 @@ config_get(void)
 	if (config_live == NULL)
 		config_live = config_defaults();
 	return config_live;
+}
+
+/* Finds a model's price in a config. */
+const struct config_price *
+config_price(const struct config *cfg, const char *model)
+{
+	size_t	i;
+
+	if (model == NULL)
+		return NULL;
+	for (i = 0; i < cfg->nprices; i++)
+		if (strcmp(cfg->prices[i].model, model) == 0)
+			return &cfg->prices[i];
+	return NULL;
 }

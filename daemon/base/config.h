@@ -18,6 +18,16 @@
 #define CONFIG_RISK_CONTROL	0x2	/* reach a gbrd control socket */
 #define CONFIG_RISK_LEFTOVERS	0x4	/* leave processes after the run */
 
+/* Models [prices] may price: a bound on a list one file can grow. */
+#define CONFIG_PRICES_MAX	256
+
+/* One [prices] line: USD per million input and output tokens of a model. */
+struct config_price {
+	char	*model;
+	double	 input;
+	double	 output;
+};
+
 struct config {
 	char	*path;			/* the file read, NULL for built-in defaults */
 	/* [daemon] */
@@ -80,6 +90,9 @@ struct config {
 	unsigned llm_max_retries;	/* retries of one model call */
 	unsigned llm_retry_base_ms;	/* first backoff (doubles, with jitter) */
 	unsigned llm_retry_max_ms;	/* longest wait between retries */
+	/* [prices]: what a turn costs, where the provider reports usage */
+	struct config_price *prices;	/* nprices entries, one per model */
+	size_t	 nprices;
 };
 
 /* Returns a new config with the built-in defaults. */
@@ -95,5 +108,11 @@ void		 config_free(struct config *);
 void		 config_set(struct config *);
 /* The live config, borrowed. */
 const struct config *config_get(void);
+/*
+ * The price of a model in a config, borrowed (it lives as long as the
+ * config); NULL if [prices] does not name it.
+ */
+const struct config_price *config_price(const struct config *,
+		    const char *model);
 
 #endif

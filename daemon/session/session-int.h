@@ -119,6 +119,9 @@ struct session {
 	int64_t			 tokens_out;
 	int64_t			 last_in;	/* ... of the last turn that counted */
 	int64_t			 last_out;
+	double			 cost_usd;	/* estimated cost of the priced turns */
+	double			 last_cost;	/* ... of the last turn; <0: no price */
+	int64_t			 unpriced;	/* turns with usage but no price */
 
 	struct hmsg		*hist;
 	size_t			 nhist;

@@ -15,6 +15,7 @@
 
 #include <sys/queue.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +131,7 @@ apply_message(struct session *s, json_t *p, uint64_t seq, int64_t ts)
 static int
 apply_state(struct session *s, json_t *p)
 {
-	json_t	*t = json_object_get(p, "turn"), *u;
+	json_t	*t = json_object_get(p, "turn"), *u, *c;
 	int	 st, prev;
 
 	st = session_state_parse(json_string_value(json_object_get(p, "state")));
@@ -157,6 +158,17 @@ apply_state(struct session *s, json_t *p)
 		    "output_tokens"));
 		s->tokens_in += s->last_in;
 		s->tokens_out += s->last_out;
+		/* Its cost, if [prices] priced it when it ended (agent.c). */
+		c = json_object_get(u, "cost_usd");
+		if (json_is_number(c) && json_number_value(c) >= 0 &&
+		    isfinite(s->cost_usd + json_number_value(c))) {
+			s->last_cost = json_number_value(c);
+			s->cost_usd += s->last_cost;
+		} else {
+			s->last_cost = -1;
+			if (json_is_true(json_object_get(u, "unpriced")))
+				s->unpriced++;
+		}
 	}
 	return 0;
 }
@@ -285,10 +297,14 @@ session_snapshot(void)
 		if (s->state == SESSION_AWAITING_APPROVAL)
 			json_object_set_new(o, "previous_state", json_string(
 			    session_state_name(s->prev_state)));
-		if (s->tokens_in != 0 || s->tokens_out != 0)
-			json_object_set_new(o, "usage", json_pack("[I, I, I, I]",
-			    (json_int_t)s->tokens_in, (json_int_t)s->tokens_out,
-			    (json_int_t)s->last_in, (json_int_t)s->last_out));
+		/* Older gbrd wrote the first four items only (restore below). */
+		if (s->tokens_in != 0 || s->tokens_out != 0 || s->unpriced != 0 ||
+		    s->last_cost >= 0)
+			json_object_set_new(o, "usage", json_pack(
+			    "[I, I, I, I, f, f, I]", (json_int_t)s->tokens_in,
+			    (json_int_t)s->tokens_out, (json_int_t)s->last_in,
+			    (json_int_t)s->last_out, s->cost_usd, s->last_cost,
+			    (json_int_t)s->unpriced));
 		if (logindex_count(&s->lidx) > 0)
 			json_object_set_new(o, "log_index",
 			    logindex_json(&s->lidx));
@@ -344,14 +360,25 @@ session_restore_one(json_t *o)
 	s->created_ms = created;
 	s->active_ms = active;
 	{
-		json_int_t	u[4];
+		json_t		*ju = json_object_get(o, "usage");
+		json_int_t	 u[5];
+		double		 c[2];
+		int		 full = 0;
 
-		if (json_unpack(json_object_get(o, "usage"), "[I, I, I, I]",
-		    &u[0], &u[1], &u[2], &u[3]) == 0) {
+		if (json_unpack(ju, "[I, I, I, I!]", &u[0], &u[1], &u[2],
+		    &u[3]) == 0 || (full = json_unpack(ju,
+		    "[I, I, I, I, F, F, I!]", &u[0], &u[1], &u[2], &u[3], &c[0],
+		    &c[1], &u[4]) == 0)) {
 			s->tokens_in = u[0];
 			s->tokens_out = u[1];
 			s->last_in = u[2];
 			s->last_out = u[3];
+		}
+		if (full && c[0] >= 0 && isfinite(c[0]) && isfinite(c[1]) &&
+		    u[4] >= 0) {
+			s->cost_usd = c[0];
+			s->last_cost = c[1] < 0 ? -1 : c[1];
+			s->unpriced = u[4];
 		}
 	}
 	s->seq = s->announced = (uint64_t)seq;

@@ -121,6 +121,7 @@ session_alloc(void)
 	struct session	*s = xcalloc(1, sizeof *s);
 
 	s->workspace_uid = -1;
+	s->last_cost = -1;
 	TAILQ_INIT(&s->attached);
 	TAILQ_INIT(&s->pending);
 	return s;
@@ -208,7 +209,7 @@ session_retire(struct session *s)
 json_t *
 session_info(struct session *s)
 {
-	json_t	*o;
+	json_t	*o, *u;
 
 	o = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
 	    "id", s->id, "name", s->name, "workspace", s->workspace,
@@ -220,10 +221,18 @@ session_info(struct session *s)
 	    "seq", (json_int_t)s->announced,
 	    "turn", (json_int_t)s->turn);
 	json_object_set_new(o, "clients", session_clients(s));
-	json_object_set_new(o, "usage", json_pack("{s:I, s:I, s:{s:I, s:I}}",
+	u = json_pack("{s:I, s:I, s:f, s:I, s:{s:I, s:I}}",
 	    "input_tokens", (json_int_t)s->tokens_in, "output_tokens",
-	    (json_int_t)s->tokens_out, "last_turn", "input_tokens",
-	    (json_int_t)s->last_in, "output_tokens", (json_int_t)s->last_out));
+	    (json_int_t)s->tokens_out, "cost_usd", s->cost_usd,
+	    "unpriced_turns", (json_int_t)s->unpriced, "last_turn",
+	    "input_tokens", (json_int_t)s->last_in, "output_tokens",
+	    (json_int_t)s->last_out);
+	/* cost_usd covers the priced turns only; unpriced_turns says how many
+	   are left out. The last turn's cost is there only if it had one. */
+	if (s->last_cost >= 0)
+		json_object_set_new(json_object_get(u, "last_turn"), "cost_usd",
+		    json_real(s->last_cost));
+	json_object_set_new(o, "usage", u);
 	return o;
 }
 

@@ -309,7 +309,7 @@ def test_gbrctl_exit_codes(daemon):
     r = daemon.ctl("status", "-j", "--timeout", "5000")
     assert r.returncode == 0 and json.loads(r.stdout)["server"] == "gbrd"
     for bad in (("sessions", "--bogus"), ("sessions", "x"), ("ping", "-t", "x"),
-                ("status", "--json", "extra")):
+                ("status", "--json", "one", "two")):
         r = daemon.ctl(*bad)
         assert r.returncode == 2 and "usage: gbrctl " + bad[0] in r.stderr, bad
     daemon.stop()

@@ -24,6 +24,84 @@ load(const char *text, char **cause)
 	return config_load(path, cause);
 }
 
+/* [prices]: model = NAME IN OUT, once per model, bounded. */
+static void
+test_prices(void)
+{
+	static const char *const bad[] = {
+		"model = m 1\n", "model = m\n", "model = m 1 2 3\n",
+		"model = m -1 2\n", "model = m 1 -0.5\n", "model = m inf 1\n",
+		"model = m nan 1\n", "model = m 0x10 1\n", "model = m 1e999 1\n",
+		"model = m 1..2 1\n", "model = m 1$ 1\n", "model = m,x 1 1\n",
+		"model = m 1 2e\n", "m:x = 1 2\n",
+	};
+	const struct config_price	*pr;
+	struct config			*c;
+	char				*cause, *text, want[256];
+	size_t				 i, len, cap;
+
+	c = load("[prices]\nmodel = gpt-4o 2.5 10\n"
+	    "model = qwen2.5-coder:7b 0 0\n"
+	    "model =  claude-sonnet-4-5\t3   15.00 ; per million\n"
+	    "model = tiny 1.5e-1 0.6\n", &cause);
+	CHECK(c != NULL && c->nprices == 4, "[prices] four models parsed");
+	pr = c != NULL ? config_price(c, "qwen2.5-coder:7b") : NULL;
+	CHECK(pr != NULL && pr->input == 0 && pr->output == 0,
+	    "[prices] a model name with ':' is kept whole");
+	pr = c != NULL ? config_price(c, "claude-sonnet-4-5") : NULL;
+	CHECK(pr != NULL && pr->input == 3 && pr->output == 15,
+	    "[prices] blanks and an inline comment around the numbers");
+	pr = c != NULL ? config_price(c, "tiny") : NULL;
+	CHECK(pr != NULL && pr->input == 0.15 && pr->output == 0.6,
+	    "[prices] exponent and fraction");
+	CHECK(c != NULL && config_price(c, "gpt-4") == NULL &&
+	    config_price(c, NULL) == NULL, "[prices] unknown model: no price");
+	config_free(c);
+
+	c = config_defaults();
+	CHECK(c->nprices == 0 && config_price(c, "gpt-4o") == NULL,
+	    "[prices] defaults price nothing");
+	config_free(c);
+
+	c = load("[prices]\nmodel = a:1 1 2\n\nmodel = a:1 3 4\n", &cause);
+	snprintf(want, sizeof want, "%s:4: prices.model", path);
+	CHECK(c == NULL && strncmp(cause, want, strlen(want)) == 0 &&
+	    strstr(cause, "a:1 is priced twice") != NULL,
+	    "[prices] a model priced twice is refused with its line");
+	free(cause);
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		text = xasprintf("[prices]\n%s", bad[i]);
+		c = load(text, &cause);
+		CHECK(c == NULL && cause != NULL && strstr(cause, ":2:") != NULL,
+		    "[prices] refused with its line: %.*s", (int)strlen(bad[i]) - 1,
+		    bad[i]);
+		free(cause);
+		free(text);
+	}
+
+	/* CONFIG_PRICES_MAX models load; one more is refused. */
+	cap = 64 * (CONFIG_PRICES_MAX + 2);
+	text = xmalloc(cap);
+	len = (size_t)snprintf(text, cap, "[prices]\n");
+	for (i = 0; i < CONFIG_PRICES_MAX; i++)
+		len += (size_t)snprintf(text + len, cap - len,
+		    "model = m%zu:x 1 2\n", i);
+	c = load(text, &cause);
+	CHECK(c != NULL && c->nprices == CONFIG_PRICES_MAX &&
+	    config_price(c, "m255:x") != NULL, "[prices] %d models load",
+	    CONFIG_PRICES_MAX);
+	config_free(c);
+	snprintf(text + len, cap - len, "model = one-more 1 2\n");
+	c = load(text, &cause);
+	snprintf(want, sizeof want, "%s:%d:", path, CONFIG_PRICES_MAX + 2);
+	CHECK(c == NULL && strncmp(cause, want, strlen(want)) == 0 &&
+	    strstr(cause, "more than 256 models") != NULL,
+	    "[prices] one model over the bound is refused");
+	free(cause);
+	free(text);
+}
+
 int
 main(void)
 {
@@ -133,6 +211,8 @@ main(void)
 	c = load("[session]\nring_events = lots\n", &cause);
 	CHECK(c == NULL && strstr(cause, ":2:") != NULL, "[session] bad number refused with line");
 	free(cause);
+
+	test_prices();
 
 	unlink(path);
 	return unit_done();

@@ -440,6 +440,36 @@ main(void)
 	    "\"size\":2,\"diff\":\"+x\\n\"}}", 1);
 	CHECK(strstr(s, "+x") == NULL, "only a write's diff is shown");
 	free(s);
+	/* What a turn cost, when gbrd priced it ([prices]). */
+	s = show(&r, "{\"type\":\"session.state\",\"state\":\"idle\",\"turn\":5,"
+	    "\"outcome\":\"completed\",\"usage\":{\"input_tokens\":1200,"
+	    "\"output_tokens\":100,\"cost_usd\":0.0051}}", 0);
+	CHECK(same(s, "* turn 5: 1200 tokens in, 100 out, about $0.0051\n"),
+	    "a priced turn says what it cost");
+	free(s);
+	s = show(&r, "{\"type\":\"session.state\",\"state\":\"idle\",\"turn\":6,"
+	    "\"outcome\":\"max_steps\",\"usage\":{\"input_tokens\":9,"
+	    "\"output_tokens\":1,\"unpriced\":true}}", 0);
+	CHECK(same(s, "* turn 6 max_steps (9 tokens in, 1 out)\n"),
+	    "an unpriced turn gives tokens only");
+	free(s);
+	{
+		static const struct {
+			double		 usd;
+			const char	*want;
+		} costs[] = {
+			{ 0, "$0" }, { 0.00001, "less than $0.0001" },
+			{ 0.00012, "about $0.0001" }, { 0.98765, "about $0.9877" },
+			{ 12.345, "about $12.35" }, { -1, "$0" },
+		};
+		char	buf[32];
+
+		for (i = 0; i < sizeof costs / sizeof costs[0]; i++) {
+			render_cost(buf, sizeof buf, costs[i].usd);
+			CHECK(same(buf, costs[i].want), "render_cost(%g)",
+			    costs[i].usd);
+		}
+	}
 
 	/* The agent's answer: shown live once, then only its tool calls. */
 	s = show(&r, "{\"type\":\"message.delta\",\"text\":\"Hi there\",\"step\":1}", 0);
