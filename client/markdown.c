@@ -19,6 +19,7 @@
  */
 #include "gbr-config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,7 +36,10 @@
 #define MD_CODE	3	/* a code block's line, written as it comes */
 #define MD_RAW	4	/* too long to hold: plain, as it comes */
 
-/* Characters that may open or change a span, and those that may start a block. */
+/*
+ * Characters that may open or change a span, and those that may start a
+ * block. A NUL byte (md4c's MD_TEXT_NULLCHAR) stops prose too.
+ */
 #define MD_SPAN_CHARS	"*_`[]~<&!\\"
 #define MD_BLOCK_CHARS	"#-+>=|0123456789"
 
@@ -50,16 +54,28 @@ static const char *const md_sgr[MD_NATTR] = { "1", "3", "4", "9", "36", "2" };
 /* What md4c's callbacks need while one line is written. */
 struct md_out {
 	struct render	*r;
-	const char	*skip;		/* text before this was written already */
+	const char	*line, *skip;	/* from line to skip was written already */
 	int		 attr[MD_NATTR];
-	const char	*href;		/* the link being written ... */
+	/*
+	 * The link being written: its address is copied, md4c may free it
+	 * once the span has started. It comes from the line, so it fits.
+	 */
+	char		 href[MARKDOWN_LINE_MAX];
 	size_t		 href_len;
+	int		 in_link;
 	size_t		 link_pos;	/* ... how much of its text matches href */
 	int		 link_same;
 	unsigned	 items[MD_LISTS]; /* the next number, 0 for bullets */
 	int		 depth;
 	int		 wrote;
 };
+
+/* Whether c is one of set's characters (a NUL byte is not). */
+static int
+md_in(const char *set, char c)
+{
+	return c != '\0' && strchr(set, c) != NULL;
+}
 
 /* Writes the SGR sequence for the attributes in force (with colours). */
 static void
@@ -196,8 +212,11 @@ md_enter_span(MD_SPANTYPE type, void *detail, void *arg)
 	case MD_SPAN_IMG:
 		href = type == MD_SPAN_A ? &((MD_SPAN_A_DETAIL *)detail)->href :
 		    &((MD_SPAN_IMG_DETAIL *)detail)->src;
-		o->href = href->text;
-		o->href_len = href->size;
+		o->href_len = href->size < sizeof o->href ? href->size :
+		    sizeof o->href;
+		if (o->href_len > 0)	/* an empty one may have no text */
+			memcpy(o->href, href->text, o->href_len);
+		o->in_link = 1;
 		o->link_pos = 0;
 		o->link_same = 1;
 		md_attr(o, MD_UNDER, 1);
@@ -234,7 +253,7 @@ md_leave_span(MD_SPANTYPE type, void *detail, void *arg)
 	case MD_SPAN_A:
 	case MD_SPAN_IMG:
 		md_attr(o, MD_UNDER, -1);
-		if (o->href != NULL && o->href_len > 0 &&
+		if (o->in_link && o->href_len > 0 &&
 		    !(o->link_same && o->link_pos == o->href_len)) {
 			md_dim(o, " (");
 			if (o->r->color)
@@ -242,7 +261,7 @@ md_leave_span(MD_SPANTYPE type, void *detail, void *arg)
 			render_text_len(o->r, o->href, o->href_len);
 			md_dim(o, ")");
 		}
-		o->href = NULL;
+		o->in_link = 0;
 		break;
 	default:
 		break;
@@ -285,13 +304,15 @@ md_text(MD_TEXTTYPE type, const MD_CHAR *text, MD_SIZE size, void *arg)
 		fputc(' ', o->r->out);
 		return 0;
 	}
-	if (text < o->skip) {
-		if (text + n <= o->skip)
+	/* Only text from the line itself can have been written (not md4c's own). */
+	if ((uintptr_t)text >= (uintptr_t)o->line &&
+	    (uintptr_t)text < (uintptr_t)o->skip) {
+		if (n <= (size_t)(o->skip - text))
 			return 0;
 		n -= (size_t)(o->skip - text);
 		text = o->skip;
 	}
-	if (o->href != NULL && o->link_same) {
+	if (o->in_link && o->link_same) {
 		if (o->link_pos + n <= o->href_len &&
 		    memcmp(o->href + o->link_pos, text, n) == 0)
 			o->link_pos += n;
@@ -394,6 +415,13 @@ md_parse_line(struct markdown *md, struct render *r)
 	p.text = md_text;
 	memset(&o, 0, sizeof o);
 	o.r = r;
+	/*
+	 * md4c 0.4.8 reads a byte past its input where a link's address
+	 * runs to the end ("[a](b"), and takes a ')' there for its end: the
+	 * NUL after the line keeps that byte harmless.
+	 */
+	md->line[md->len] = '\0';
+	o.line = md->line;
 	o.skip = md->line + md->done;
 	/* The indent is ours to keep: to md4c four blanks would be code. */
 	if (md->done < ind)
@@ -461,7 +489,7 @@ md_advance(struct markdown *md, struct render *r)
 				return;
 			}
 			md_code_start(md, r);
-		} else if (strchr(MD_BLOCK_CHARS MD_SPAN_CHARS, c) != NULL)
+		} else if (md_in(MD_BLOCK_CHARS MD_SPAN_CHARS, c))
 			md->mode = MD_HOLD;
 		else
 			md->mode = MD_PROSE;
@@ -470,7 +498,8 @@ md_advance(struct markdown *md, struct render *r)
 		stop = md->len;
 	else if (md->mode == MD_PROSE) {
 		for (stop = md->done; stop < md->len; stop++)
-			if (strchr(MD_SPAN_CHARS, md->line[stop]) != NULL)
+			if (md->line[stop] == '\0' ||
+			    md_in(MD_SPAN_CHARS, md->line[stop]))
 				break;
 	} else
 		return;

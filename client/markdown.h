@@ -26,7 +26,7 @@ struct render;
  * outside any code block.
  */
 struct markdown {
-	char	 line[MARKDOWN_LINE_MAX];
+	char	 line[MARKDOWN_LINE_MAX + 1];	/* and a NUL (markdown.c) */
 	size_t	 len;		/* bytes of the current line held */
 	size_t	 done;		/* of which already written */
 	int	 mode;		/* how the current line is written (markdown.c) */

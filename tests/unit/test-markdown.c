@@ -261,6 +261,14 @@ test_safety(void)
 	free(s);
 	free(big);
 
+	/* md4c read a byte past a line ending in a link's address: a ')' there crashed it. */
+	chunks[0] = "xxxxxxxxxxxxx)\nan d[a](=ttp:\n";
+	chunks[1] = NULL;
+	s = feed(0, chunks);
+	CHECK(same(s, "xxxxxxxxxxxxx)\nan d[a](=ttp:\n"),
+	    "what was in the line before does not end a link");
+	free(s);
+
 	sink_open(&k, 0);
 	markdown_text(&k.r, "# T\n\n- a\n```\nx\n```\n\n\n", 21);
 	s = sink_close(&k);
