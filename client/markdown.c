@@ -54,7 +54,7 @@ static const char *const md_sgr[MD_NATTR] = { "1", "3", "4", "9", "36", "2" };
 /* What md4c's callbacks need while one line is written. */
 struct md_out {
 	struct render	*r;
-	const char	*line, *skip;	/* from line to skip was written already */
+	const char	*line, *skip;	/* line up to skip was written */
 	int		 attr[MD_NATTR];
 	/*
 	 * The link being written: its address is copied, md4c may free it
@@ -63,7 +63,7 @@ struct md_out {
 	char		 href[MARKDOWN_LINE_MAX];
 	size_t		 href_len;
 	int		 in_link;
-	size_t		 link_pos;	/* ... how much of its text matches href */
+	size_t		 link_pos;	/* ... how much its text matches */
 	int		 link_same;
 	unsigned	 items[MD_LISTS]; /* the next number, 0 for bullets */
 	int		 depth;
@@ -185,31 +185,37 @@ md_leave_block(MD_BLOCKTYPE type, void *detail, void *arg)
 	return 0;
 }
 
+/* The attribute a span sets, or -1. */
+static int
+md_span_attr(MD_SPANTYPE type)
+{
+	switch (type) {
+	case MD_SPAN_EM:
+		return MD_ITALIC;
+	case MD_SPAN_STRONG:
+		return MD_BOLD;
+	case MD_SPAN_DEL:
+		return MD_STRIKE;
+	case MD_SPAN_CODE:
+		return MD_MONO;
+	case MD_SPAN_U:
+	case MD_SPAN_A:
+	case MD_SPAN_IMG:
+		return MD_UNDER;
+	default:
+		return -1;
+	}
+}
+
 /* md4c: a span starts. */
 static int
 md_enter_span(MD_SPANTYPE type, void *detail, void *arg)
 {
 	struct md_out	*o = arg;
 	MD_ATTRIBUTE	*href;
+	int		 a = md_span_attr(type);
 
-	switch (type) {
-	case MD_SPAN_EM:
-		md_attr(o, MD_ITALIC, 1);
-		break;
-	case MD_SPAN_STRONG:
-		md_attr(o, MD_BOLD, 1);
-		break;
-	case MD_SPAN_U:
-		md_attr(o, MD_UNDER, 1);
-		break;
-	case MD_SPAN_DEL:
-		md_attr(o, MD_STRIKE, 1);
-		break;
-	case MD_SPAN_CODE:
-		md_attr(o, MD_MONO, 1);
-		break;
-	case MD_SPAN_A:
-	case MD_SPAN_IMG:
+	if (type == MD_SPAN_A || type == MD_SPAN_IMG) {
 		href = type == MD_SPAN_A ? &((MD_SPAN_A_DETAIL *)detail)->href :
 		    &((MD_SPAN_IMG_DETAIL *)detail)->src;
 		o->href_len = href->size < sizeof o->href ? href->size :
@@ -219,42 +225,25 @@ md_enter_span(MD_SPANTYPE type, void *detail, void *arg)
 		o->in_link = 1;
 		o->link_pos = 0;
 		o->link_same = 1;
-		md_attr(o, MD_UNDER, 1);
-		break;
-	default:
-		break;
 	}
+	if (a >= 0)
+		md_attr(o, a, 1);
 	return 0;
 }
 
-/* md4c: a span ends; a link's address follows its text, unless it is its text. */
+/* md4c: a span ends; a link's address follows its text (unless it is it). */
 static int
 md_leave_span(MD_SPANTYPE type, void *detail, void *arg)
 {
 	struct md_out	*o = arg;
+	int		 a = md_span_attr(type);
 
 	(void)detail;
-	switch (type) {
-	case MD_SPAN_EM:
-		md_attr(o, MD_ITALIC, -1);
-		break;
-	case MD_SPAN_STRONG:
-		md_attr(o, MD_BOLD, -1);
-		break;
-	case MD_SPAN_U:
-		md_attr(o, MD_UNDER, -1);
-		break;
-	case MD_SPAN_DEL:
-		md_attr(o, MD_STRIKE, -1);
-		break;
-	case MD_SPAN_CODE:
-		md_attr(o, MD_MONO, -1);
-		break;
-	case MD_SPAN_A:
-	case MD_SPAN_IMG:
-		md_attr(o, MD_UNDER, -1);
-		if (o->in_link && o->href_len > 0 &&
-		    !(o->link_same && o->link_pos == o->href_len)) {
+	if (a >= 0)
+		md_attr(o, a, -1);
+	if ((type == MD_SPAN_A || type == MD_SPAN_IMG) && o->in_link) {
+		if (o->href_len > 0 && !(o->link_same &&
+		    o->link_pos == o->href_len)) {
 			md_dim(o, " (");
 			if (o->r->color)
 				fputs("\033[2m", o->r->out);
@@ -262,9 +251,6 @@ md_leave_span(MD_SPANTYPE type, void *detail, void *arg)
 			md_dim(o, ")");
 		}
 		o->in_link = 0;
-		break;
-	default:
-		break;
 	}
 	return 0;
 }
@@ -304,7 +290,7 @@ md_text(MD_TEXTTYPE type, const MD_CHAR *text, MD_SIZE size, void *arg)
 		fputc(' ', o->r->out);
 		return 0;
 	}
-	/* Only text from the line itself can have been written (not md4c's own). */
+	/* Only text of the line can have been written, not md4c's own. */
 	if ((uintptr_t)text >= (uintptr_t)o->line &&
 	    (uintptr_t)text < (uintptr_t)o->skip) {
 		if (n <= (size_t)(o->skip - text))
@@ -363,7 +349,8 @@ md_fence_open(struct markdown *md)
 		return 0;
 	if ((n = md_run(md->line + ind, md->len - ind, c)) < 3)
 		return 0;
-	if (c == '`' && memchr(md->line + ind + n, '`', md->len - ind - n) != NULL)
+	if (c == '`' && memchr(md->line + ind + n, '`',
+	    md->len - ind - n) != NULL)
 		return 0;
 	md->fence = c;
 	md->fence_len = n;
@@ -371,7 +358,7 @@ md_fence_open(struct markdown *md)
 	return 1;
 }
 
-/* Whether the line closes the code block: its fence char, as many or more, blanks. */
+/* Whether the line closes the code block: as long a fence or longer, blanks. */
 static int
 md_fence_close(const struct markdown *md)
 {
@@ -384,7 +371,7 @@ md_fence_close(const struct markdown *md)
 	    md->len - ind - n;
 }
 
-/* Starts a code line: the indent and the colour; a code block's own indent is dropped. */
+/* Starts a code line: indent, colour; the block's own indent is dropped. */
 static void
 md_code_start(struct markdown *md, struct render *r)
 {
@@ -447,7 +434,8 @@ md_line_end(struct markdown *md, struct render *r)
 
 	if (md->mode == MD_RAW || md->mode == MD_CODE) {
 		if (md->mode == MD_CODE)
-			render_text_len(r, md->line + md->done, md->len - md->done);
+			render_text_len(r, md->line + md->done,
+			    md->len - md->done);
 		if (r->color)
 			fputs("\033[0m", r->out);
 		fputc('\n', r->out);

@@ -29,8 +29,8 @@ struct markdown {
 	char	 line[MARKDOWN_LINE_MAX + 1];	/* and a NUL (markdown.c) */
 	size_t	 len;		/* bytes of the current line held */
 	size_t	 done;		/* of which already written */
-	int	 mode;		/* how the current line is written (markdown.c) */
-	char	 fence;		/* '`' or '~' inside a fenced code block, else 0 */
+	int	 mode;		/* how the line is written (markdown.c) */
+	char	 fence;		/* '`' or '~' in a fenced code block, or 0 */
 	size_t	 fence_len;	/* the opening fence's length ... */
 	size_t	 fence_indent;	/* ... and indent */
 };
@@ -42,7 +42,7 @@ void	markdown_feed(struct markdown *, struct render *, const char *s,
 void	markdown_flush(struct markdown *, struct render *);
 /* Ends the current line and any code block: the stream's text is over. */
 void	markdown_end(struct markdown *, struct render *);
-/* Renders a whole text (a message from the history), trailing newlines dropped. */
+/* Renders a whole text (from the history), without trailing newlines. */
 void	markdown_text(struct render *, const char *s, size_t len);
 
 #endif

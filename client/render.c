@@ -46,8 +46,6 @@ render_color(const struct render *r, const char *what)
 		return "";
 	if (strcmp(what, "user") == 0)
 		return "\033[36m";
-	if (strcmp(what, "assistant") == 0)
-		return "\033[1m";
 	if (strcmp(what, "tool") == 0)
 		return "\033[33m";
 	if (strcmp(what, "error") == 0)

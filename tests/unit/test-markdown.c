@@ -46,7 +46,7 @@ sink_close(struct sink *k)
 	return k->buf;
 }
 
-/* Feeds chunks (NULL-terminated) as message.delta would, then ends the message. */
+/* Feeds chunks (NULL-terminated) as message.delta does, then ends it. */
 static char *
 feed(int color, const char *const *chunks)
 {
@@ -68,7 +68,8 @@ strip_sgr(const char *s)
 
 	while (*s != '\0') {
 		if (s[0] == '\033' && s[1] == '[') {
-			for (s += 2; *s != '\0' && (*s < 0x40 || *s > 0x7e); s++)
+			for (s += 2; *s != '\0' && (*s < 0x40 || *s > 0x7e);
+			    s++)
 				;
 			if (*s != '\0')
 				s++;
@@ -105,11 +106,13 @@ check(const char *what, const char *const *chunks, const char *want,
 	int		 found = 1;
 
 	CHECK(same(plain, want), "%s: without colours", what);
-	CHECK(strchr(plain, '\033') == NULL, "%s: no escape without colours", what);
+	CHECK(strchr(plain, '\033') == NULL, "%s: no escape without colours",
+	    what);
 	CHECK(same(stripped, want), "%s: the same text with colours", what);
 	for (; sgr != NULL && *sgr != NULL; sgr++) {
 		if ((p = strstr(p, *sgr)) == NULL) {
-			printf("# missing [\\033%s] in [%s]\n", *sgr + 1, color);
+			printf("# missing [\\033%s] in [%s]\n", *sgr + 1,
+			    color);
 			found = 0;
 			break;
 		}
@@ -261,7 +264,7 @@ test_safety(void)
 	free(s);
 	free(big);
 
-	/* md4c read a byte past a line ending in a link's address: a ')' there crashed it. */
+	/* md4c reads past a line ending in a link address: a ")" there hurt. */
 	chunks[0] = "xxxxxxxxxxxxx)\nan d[a](=ttp:\n";
 	chunks[1] = NULL;
 	s = feed(0, chunks);
