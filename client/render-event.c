@@ -1,6 +1,6 @@
 /*
  * Events for people (render_event, see render.h): the answer as it
- * streams, a command's live output, state changes, approvals and
+ * streams (markdown, markdown.c), a command's live output, state changes, approvals and
  * profiles, each on its own lines, built on render.c's pieces.
  */
 #include "gbr-config.h"
@@ -202,12 +202,7 @@ render_event(struct render *r, const json_t *p)
 			return 0;
 		if (r->tool_open)
 			render_close_line(r);
-		if (!r->open_line)
-			fputs(render_color(r, "assistant"), r->out);
-		render_text(r, text, NULL, 0);
-		r->open_line = text[0] != '\0' && text[strlen(text) - 1] != '\n';
-		if (!r->open_line)
-			fputs(render_color(r, "reset"), r->out);
+		markdown_feed(&r->md, r, text, strlen(text));
 		r->streamed = 1;
 		return 1;
 	}
@@ -215,6 +210,7 @@ render_event(struct render *r, const json_t *p)
 	    json_object_get(json_object_get(p, "message"), "step") != NULL) {
 		/* The agent's answer, already shown live: only its tool calls. */
 		r->streamed = 0;
+		markdown_end(&r->md, r);
 		render_close_line(r);
 		render_tool_calls(r, json_object_get(json_object_get(p, "message"),
 		    "tool_calls"));
@@ -230,6 +226,7 @@ render_event(struct render *r, const json_t *p)
 	    "max_request_bytes"))) {
 		/* A context overflow: asked again at once, with less. */
 		r->streamed = 0;
+		markdown_end(&r->md, r);
 		render_close_line(r);
 		fprintf(r->out, "%s* the model's context is smaller than the "
 		    "request: cut to %lld bytes and asked again (", render_color(r,
@@ -242,6 +239,7 @@ render_event(struct render *r, const json_t *p)
 	if (strcmp(type, "llm.retry") == 0) {
 		/* The text shown for this step is dropped; it comes again. */
 		r->streamed = 0;
+		markdown_end(&r->md, r);
 		render_close_line(r);
 		fprintf(r->out, "%s* retrying in %lld ms (", render_color(r, "dim"),
 		    (long long)json_integer_value(json_object_get(p, "delay_ms")));
@@ -276,7 +274,9 @@ render_event(struct render *r, const json_t *p)
 		return 1;
 	}
 	if (strcmp(type, "session.state") == 0) {
+		/* A turn that ends (or starts) leaves no code block open. */
 		r->streamed = 0;
+		markdown_end(&r->md, r);
 		return render_state(r, p);
 	}
 	if (strcmp(type, "error") == 0) {

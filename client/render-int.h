@@ -26,6 +26,8 @@
 /* Prose: controls and bidi as '?', at most max bytes (0: all). */
 void	render_text(struct render *, const char *s, const char *prefix,
 	    size_t max);
+/* Prose of len bytes (no NUL needed), as render_text writes it. */
+void	render_text_len(struct render *, const char *s, size_t len);
 /* A JSON value compactly on one line, cut, with the strict escapes. */
 void	render_json(struct render *, const json_t *v);
 /* One line: colour, marker, then text as prose. */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "escape.h"
+#include "markdown.h"
 #include "render.h"
 #include "render-int.h"
 #include "utf8.h"
@@ -45,8 +46,6 @@ render_color(const struct render *r, const char *what)
 		return "";
 	if (strcmp(what, "user") == 0)
 		return "\033[36m";
-	if (strcmp(what, "assistant") == 0)
-		return "\033[1m";
 	if (strcmp(what, "tool") == 0)
 		return "\033[33m";
 	if (strcmp(what, "error") == 0)
@@ -71,6 +70,9 @@ render_color(const struct render *r, const char *what)
 		return "\033[27m";	/* keeps the line's colour */
 	return "";
 }
+
+static void	render_text_cut(struct render *, const char *, size_t,
+		    const char *, size_t);
 
 /* escape_write's callback: an escape in reverse video, text as it is. */
 static void
@@ -142,8 +144,23 @@ render_escape(const char *s, size_t len, int flags, size_t max)
 void
 render_text(struct render *r, const char *s, const char *prefix, size_t max)
 {
+	render_text_cut(r, s, strlen(s), prefix, max);
+}
+
+/* The same for len bytes of s, which need not end in a NUL. */
+void
+render_text_len(struct render *r, const char *s, size_t len)
+{
+	render_text_cut(r, s, len, NULL, 0);
+}
+
+/* render_text's work, on len bytes. */
+static void
+render_text_cut(struct render *r, const char *s, size_t len,
+    const char *prefix, size_t max)
+{
 	const unsigned char	*u = (const unsigned char *)s;
-	size_t			 i = 0, len = strlen(s), n;
+	size_t			 i = 0, n;
 	uint32_t		 cp;
 
 	while (i < len) {
@@ -158,7 +175,7 @@ render_text(struct render *r, const char *s, const char *prefix, size_t max)
 		}
 		if (cp == '\n') {
 			fputc('\n', r->out);
-			if (prefix != NULL && s[i + 1] != '\0')
+			if (prefix != NULL && i + 1 < len)
 				fputs(prefix, r->out);
 		} else if (cp == '\t')
 			fputc('\t', r->out);
@@ -374,6 +391,7 @@ render_tool_diff(struct render *r, const char *tool, const json_t *res)
 void
 render_close_line(struct render *r)
 {
+	markdown_flush(&r->md, r);
 	if (r->open_line) {
 		fputc('\n', r->out);
 		r->open_line = 0;
@@ -451,7 +469,7 @@ render_message(struct render *r, const json_t *m)
 	    json_is_string(json_object_get(m, "tool"))) {
 		/* A tool call (tool.call, or a client's through it). */
 		if (content != NULL && *content != '\0')
-			render_line(r, "assistant", "", content);
+			markdown_text(r, content, strlen(content));
 		fprintf(r->out, "%s~ ", render_color(r, "tool"));
 		render_json(r, json_object_get(m, "tool"));
 		fputc(' ', r->out);
@@ -459,7 +477,7 @@ render_message(struct render *r, const json_t *m)
 		fprintf(r->out, "%s\n", render_color(r, "reset"));
 	} else if (strcmp(role, "assistant") == 0) {
 		if (content != NULL && *content != '\0')
-			render_line(r, "assistant", "", content);
+			markdown_text(r, content, strlen(content));
 		render_tool_calls(r, json_object_get(m, "tool_calls"));
 		render_stop_note(r, m);
 	}

@@ -1,8 +1,9 @@
 /*
  * Rendering of session events and history messages for people, shared by
  * gbr (the REPL) and gbrctl (attach, send, history). One line per event,
- * compact; streamed text (message.delta) is written as it comes, without a
- * newline, and the renderer remembers that the line is open. Colours only
+ * compact; streamed text (message.delta) is markdown, written a line at a
+ * time as it comes (markdown.h), and the renderer remembers a line it left
+ * open. Colours only
  * when the caller says so (render_want_color).
  */
 #ifndef GBR_RENDER_H
@@ -12,6 +13,7 @@
 #include <jansson.h>
 
 #include "escape.h"
+#include "markdown.h"
 
 struct render {
 	FILE	*out;
@@ -21,6 +23,7 @@ struct render {
 	int	 streamed;	/* the answer being written was shown live */
 	int	 tool_open;	/* the open line is live command output ... */
 	int	 tool_err;	/* ... of stderr */
+	struct markdown md;	/* the answer streaming in (markdown.h) */
 };
 
 /* Tells whether colours may be used on fd: a terminal, and NO_COLOR unset or empty. */

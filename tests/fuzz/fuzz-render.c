@@ -13,7 +13,9 @@
  *   - a cut output says how much was left out (a cut never splits a
  *     character, so up to 3 bytes past the limit may be shown whole).
  * Inputs that parse as JSON are also rendered as an approval and as an
- * event, and the same escape-sequence invariant is checked.
+ * event, and the same escape-sequence invariant is checked. Every input is
+ * also streamed as markdown (client/markdown.c) in pieces whose sizes the
+ * input sets, and rendered whole, under the same invariant.
  */
 #include "gbr-config.h"
 
@@ -133,7 +135,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct render	 r;
 	json_t		*v;
 	char		*s, *buf = NULL;
-	size_t		 len = 0, more;
+	size_t		 len = 0, more, off, piece;
 
 	s = render_escape((const char *)data, size, RENDER_ESC_BACKSLASH, 0);
 	check_visible(s, 0);
@@ -151,6 +153,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	more = render_diff(&r, (const char *)data, size, "  ", 8, 64);
 	(void)more;
 	render_escaped(&r, (const char *)data, size, 0, 0);
+	render_close_line(&r);
+	/* Markdown streamed in pieces of 1 to 16 bytes, then whole. */
+	for (off = 0; off < size; off += piece) {
+		piece = 1 + (data[off] & 15);
+		if (piece > size - off)
+			piece = size - off;
+		markdown_feed(&r.md, &r, (const char *)data + off, piece);
+	}
+	markdown_end(&r.md, &r);
+	markdown_text(&r, (const char *)data, size);
 	if ((v = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL)) !=
 	    NULL) {
 		render_approval(&r, v, 8, " (hint)");
