@@ -526,8 +526,11 @@ gbr_cmd_history(char *arg, char *rest)
 	if ((res = gbr_call("session.history", json_pack("{s:s, s:i}",
 	    "session", G.session, "limit", (int)n), NULL, 0)) == NULL)
 		return;
+	/* Taller than the terminal: through the pager. */
+	gbr_page_begin();
 	json_array_foreach(json_object_get(res, "messages"), i, m)
 		gbr_render(m, 1);
+	gbr_page_end();
 	json_decref(res);
 }
 
@@ -714,6 +717,8 @@ static const struct gbr_cmd gbr_cmds[] = {
 	    gbr_cmd_new, 0 },
 	{ "history", NULL, "[N]", "show the last N messages (default 50)",
 	    gbr_cmd_history, 0 },
+	{ "show", NULL, "[N]", "all of tool result [N] (default: the last), "
+	    "paged with $PAGER when long", gbr_show_cmd, 0 },
 	{ "cancel", NULL, "", "cancel the running turn (also Ctrl-C)",
 	    gbr_cmd_cancel, 0 },
 	{ "env", NULL, "", "show the session's environment", gbr_cmd_env, 0 },

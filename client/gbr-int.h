@@ -12,6 +12,8 @@
  *                    the prompt, answering (approve, deny, edit)
  *   gbr-cmds.c       the /slash commands (a table; /help is made from it),
  *                    /run and /tool and their answers
+ *   gbr-show.c       the tool results shown, numbered for /show; /show;
+ *                    the pager for output taller than the terminal
  */
 #ifndef GBR_INT_H
 #define GBR_INT_H
@@ -43,6 +45,7 @@
 #define GBR_LINE_DEFAULT	(1024 * 1024) /* the daemon's line limit, if unsaid */
 #define GBR_TOOLS_MAX		16	/* /tool and /run calls waiting at once */
 #define GBR_ARGV_MAX		4096	/* words of a /run command line */
+#define GBR_SHOWN_MAX		200	/* tool results /show remembers */
 
 /* What the prompt is asking. */
 enum gbr_ask {
@@ -57,6 +60,7 @@ struct gbr {
 	struct client	*cl;
 	char		*epoch;
 	char		*session;	/* id of the attached session */
+	const char	*hist_session;	/* whose history is shown, if not it */
 	char		*label;		/* its name, or its id */
 	char		*env;
 	long long	 last_seq;	/* last event seen */
@@ -108,6 +112,9 @@ struct gbr {
 	char		*defer;		/* output held while it does */
 	size_t		 defer_len;
 	size_t		 defer_lost;
+	FILE		*page;		/* output gathered for the pager */
+	char		*page_buf;
+	size_t		 page_len;
 
 	struct {
 		long long	 id;	/* of the tool.call request */
@@ -149,6 +156,7 @@ void		 gbr_render(const json_t *, int);
 FILE		*gbr_capture(struct gbr_capture *);
 void		 gbr_capture_end(struct gbr_capture *);
 void		 gbr_set_line(const char *, char **);
+int		 gbr_run_child(const char *, const char *, int, const char *);
 int		 gbr_run_editor(const char *);
 const char	*gbr_edit_suffix(const char *, char *, size_t);
 void		 gbr_stdin_tty(void);
@@ -188,5 +196,13 @@ void		 gbr_say_model(void);
 /* Forgets the messages queued while a turn ran; says so if there were. */
 void		 gbr_queue_clear(void);
 void		 gbr_tools_lost(void);
+
+/* gbr-show.c */
+/* The number of a tool result about to be shown (a new one if need be), or 0. */
+long long	 gbr_show_tag(const json_t *, int);
+void		 gbr_show_cmd(char *, char *);
+/* Gathers what gbr_write is given until gbr_page_end, which pages it. */
+void		 gbr_page_begin(void);
+void		 gbr_page_end(void);
 
 #endif

@@ -396,9 +396,12 @@ gbr_attach(const char *key, int show)
 		gbr_say("%s* %lld earlier messages (/history N shows more)%s\n",
 		    render_color(&G.rd, "dim"), total - (long long)json_array_size(
 		    json_object_get(hist, "messages")), render_color(&G.rd, "reset"));
+	/* Its tool results are numbered as that session's (for /show). */
+	G.hist_session = json_string_value(json_object_get(hist, "session"));
 	if (show > 0)
 		json_array_foreach(json_object_get(hist, "messages"), i, m)
 			gbr_render(m, 1);
+	G.hist_session = NULL;
 	seq = json_integer_value(json_object_get(hist, "seq"));
 	res = gbr_call("session.attach", json_pack("{s:s, s:I}", "session",
 	    json_string_value(json_object_get(hist, "session")), "after_seq",
