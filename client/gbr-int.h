@@ -46,6 +46,8 @@
 #define GBR_TOOLS_MAX		16	/* /tool and /run calls waiting at once */
 #define GBR_ARGV_MAX		4096	/* words of a /run command line */
 #define GBR_SHOWN_MAX		200	/* tool results /show remembers */
+#define GBR_LIVE_LINES		100	/* a run's live output shown, in lines */
+#define GBR_LIVE_CALLS		16	/* runs whose live output is counted */
 
 /* What the prompt is asking. */
 enum gbr_ask {
@@ -122,6 +124,7 @@ struct gbr {
 		char		*rid;	/* its request_id */
 		char		*call_id; /* from its tool.call event, or NULL */
 		int		 live;	/* its output was shown as it came */
+		long long	 seq;	/* of its tool.result event, or 0 */
 	}		 tools[GBR_TOOLS_MAX];	/* answers awaited */
 	int		 ntools;
 };
@@ -200,6 +203,10 @@ void		 gbr_tools_lost(void);
 /* gbr-show.c */
 /* The number of a tool result about to be shown (a new one if need be), or 0. */
 long long	 gbr_show_tag(const json_t *, int);
+long long	 gbr_show_number(const char *, long long);
+/* Shows a tool.output event: its call's first GBR_LIVE_LINES lines. */
+void		 gbr_show_output(const json_t *);
+int		 gbr_show_output_cut(const char *);
 void		 gbr_show_cmd(char *, char *);
 /* Gathers what gbr_write is given until gbr_page_end, which pages it. */
 void		 gbr_page_begin(void);

@@ -11,6 +11,9 @@
  * works the same for a result seen live and for one shown from the
  * history when attaching.
  *
+ * A run's live output is cut on the screen after GBR_LIVE_LINES lines,
+ * with a line that says so: its result, one /show away, has the rest.
+ *
  * The pager: gbr_page_begin gathers what gbr_write is given; gbr_page_end
  * writes it to an unlinked temporary file and runs $PAGER (else "less -R",
  * with LESS=FRX when LESS is unset) on it as stdin, the way the editor is
@@ -40,6 +43,16 @@ struct gbr_shown {
 	char		*session;
 };
 
+/* A call whose live output is being shown: how much of it. */
+struct gbr_live {
+	char		*call_id;	/* NULL: a free slot */
+	int		 lines;		/* lines shown */
+	int		 cut;		/* GBR_LIVE_LINES reached: no more */
+};
+
+static struct gbr_live	 gbr_live[GBR_LIVE_CALLS];
+static size_t		 gbr_live_next;
+
 /* Number n lives in slot (n - 1) % GBR_SHOWN_MAX, while it is the newest there. */
 static struct gbr_shown	 gbr_shown[GBR_SHOWN_MAX];
 static long long	 gbr_shown_last;	/* the last number given */
@@ -66,13 +79,20 @@ gbr_show_seq(const json_t *v, int message)
 long long
 gbr_show_tag(const json_t *v, int message)
 {
-	struct gbr_shown	*e;
-	const char		*sid = G.hist_session;
-	long long		 seq = gbr_show_seq(v, message);
-	size_t			 i;
+	const char	*sid = G.hist_session;
 
 	if (sid == NULL)
 		sid = G.session;
+	return gbr_show_number(sid, gbr_show_seq(v, message));
+}
+
+/* The number of the tool result at seq in session sid (a new one if need be), or 0. */
+long long
+gbr_show_number(const char *sid, long long seq)
+{
+	struct gbr_shown	*e;
+	size_t			 i;
+
 	if (seq <= 0 || sid == NULL)
 		return 0;
 	/* /history shows the same result again: the same number. */
@@ -87,6 +107,79 @@ gbr_show_tag(const json_t *v, int message)
 	e->seq = seq;
 	e->session = xstrdup(sid);
 	return e->n;
+}
+
+/*
+ * A run tool's live output (a tool.output event): shown, but only its
+ * first GBR_LIVE_LINES lines for each call; then one line says the rest
+ * is cut, and the rest is left out. The result, when it comes, is one
+ * /show away (its summary line says so).
+ */
+void
+gbr_show_output(const json_t *p)
+{
+	struct gbr_live	*l = NULL;
+	const char	*cid = json_string_value(json_object_get(p, "call_id"));
+	const json_t	*text = json_object_get(p, "text");
+	const char	*s, *nl;
+	json_t		*cut;
+	size_t		 i, len;
+
+	if (cid == NULL) {
+		gbr_render(p, 0);
+		return;
+	}
+	for (i = 0; i < GBR_LIVE_CALLS && l == NULL; i++)
+		if (gbr_live[i].call_id != NULL &&
+		    strcmp(gbr_live[i].call_id, cid) == 0)
+			l = &gbr_live[i];
+	if (l == NULL) {
+		/* A new call takes the oldest slot: calls run a few at once. */
+		l = &gbr_live[gbr_live_next++ % GBR_LIVE_CALLS];
+		free(l->call_id);
+		l->call_id = xstrdup(cid);
+		l->lines = 0;
+		l->cut = 0;
+	}
+	if (l->cut)
+		return;		/* also gbrd's own "stops here": said already */
+	if (!json_is_string(text)) {
+		gbr_render(p, 0);
+		return;
+	}
+	s = json_string_value(text);
+	len = json_string_length(text);
+	for (i = 0; i < len; i += (size_t)(nl - (s + i)) + 1) {
+		if ((nl = memchr(s + i, '\n', len - i)) == NULL)
+			break;
+		if (++l->lines == GBR_LIVE_LINES) {
+			/* Up to this line, then no more. */
+			l->cut = 1;
+			cut = json_copy((json_t *)p);
+			json_object_set_new(cut, "text", json_stringn(s, (size_t)
+			    (nl - s) + 1));
+			gbr_render(cut, 0);
+			json_decref(cut);
+			gbr_say("%s  ... more output, cut here after %d lines: its "
+			    "result, when it comes, has all of it (/show)%s\n", render_color(&G.rd,
+			    "dim"), GBR_LIVE_LINES, render_color(&G.rd, "reset"));
+			return;
+		}
+	}
+	gbr_render(p, 0);
+}
+
+/* Tells whether the live output of call cid was cut on the screen. */
+int
+gbr_show_output_cut(const char *cid)
+{
+	size_t	i;
+
+	for (i = 0; cid != NULL && i < GBR_LIVE_CALLS; i++)
+		if (gbr_live[i].call_id != NULL &&
+		    strcmp(gbr_live[i].call_id, cid) == 0)
+			return gbr_live[i].cut;
+	return 0;
 }
 
 /* Tells whether a result is one of a run tool's ({stdout, exit_code, ...}). */

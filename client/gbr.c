@@ -172,7 +172,11 @@ gbr_event(const json_t *p)
 	 */
 	if (strcmp(type, "message.delta") == 0 ||
 	    strcmp(type, "tool.output") == 0) {
-		if (!gbr_tool_event(p))
+		if (gbr_tool_event(p))
+			return;
+		if (strcmp(type, "tool.output") == 0)
+			gbr_show_output(p);	/* a long one is cut */
+		else
 			gbr_render(p, 0);
 		return;
 	}

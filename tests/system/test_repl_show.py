@@ -99,6 +99,28 @@ def test_long_output_is_one_line_and_show_pages_all_of_it(make_daemon, terms, ws
     t.wait(r"(^  = \[1\] run_command exit 0.*\n(.*\n)*){2}")
     s = t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
     assert "[4]" not in s and len(pages(out)) == 2, s
+
+    # Live output is cut on the screen after 100 lines; all of it is in
+    # the result, one /show away: another client's run ...
+    t.keys("clear", "Enter")
+    piped(d, ws, ["/run seq 1 150"])
+    s = t.wait(r"^  = \[4\] run_command exit 0 in \d+ ms: 1 "
+               r"\(\+149 lines, /show 4 for all\)$")
+    assert re.search(r"^  100\n  \.\.\. more output, cut here after 100 lines",
+                     s, re.M), s
+    assert not re.search(r"^  101$", s, re.M), s
+    # ... and this one's own /run.
+    t.keys("clear", "Enter")
+    t.type("/run seq 1 130")
+    t.keys("Enter")
+    s = t.wait(r"^= exit 0 \(\d+ ms\)\n  \[5\]: /show 5 for all of its output$")
+    assert re.search(r"^  100\n  \.\.\. more output, cut here", s, re.M), s
+    assert not re.search(r"^  101$", s, re.M), s
+    t.type("/show 5")
+    t.keys("Enter")
+    assert wait_for(lambda: len(pages(out)) == 3)
+    assert pages(out)[2].splitlines()[1:131] == ["  %d" % i for i in range(1, 131)]
+    t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
     quit_repl(t)
 
     # A pager that cannot run: the text is written on the screen instead.
