@@ -201,7 +201,7 @@ void		 gbr_queue_clear(void);
 void		 gbr_tools_lost(void);
 
 /* gbr-show.c */
-/* The number of a tool result about to be shown (a new one if need be), or 0. */
+/* The number of a tool result about to be shown (new if need be), or 0. */
 long long	 gbr_show_tag(const json_t *, int);
 long long	 gbr_show_number(const char *, long long);
 /* Shows a tool.output event: its call's first GBR_LIVE_LINES lines. */

@@ -53,7 +53,7 @@ struct gbr_live {
 static struct gbr_live	 gbr_live[GBR_LIVE_CALLS];
 static size_t		 gbr_live_next;
 
-/* Number n lives in slot (n - 1) % GBR_SHOWN_MAX, while it is the newest there. */
+/* Number n is in slot (n - 1) % GBR_SHOWN_MAX while it is the newest there. */
 static struct gbr_shown	 gbr_shown[GBR_SHOWN_MAX];
 static long long	 gbr_shown_last;	/* the last number given */
 
@@ -86,7 +86,7 @@ gbr_show_tag(const json_t *v, int message)
 	return gbr_show_number(sid, gbr_show_seq(v, message));
 }
 
-/* The number of the tool result at seq in session sid (a new one if need be), or 0. */
+/* The number of the tool result at seq in session sid (new if need be). */
 long long
 gbr_show_number(const char *sid, long long seq)
 {
@@ -156,13 +156,14 @@ gbr_show_output(const json_t *p)
 			/* Up to this line, then no more. */
 			l->cut = 1;
 			cut = json_copy((json_t *)p);
-			json_object_set_new(cut, "text", json_stringn(s, (size_t)
-			    (nl - s) + 1));
+			json_object_set_new(cut, "text",
+			    json_stringn(s, (size_t)(nl - s) + 1));
 			gbr_render(cut, 0);
 			json_decref(cut);
-			gbr_say("%s  ... more output, cut here after %d lines: its "
-			    "result, when it comes, has all of it (/show)%s\n", render_color(&G.rd,
-			    "dim"), GBR_LIVE_LINES, render_color(&G.rd, "reset"));
+			gbr_say("%s  ... more output, cut here after %d lines: "
+			    "its result, when it comes, has all of it (/show)"
+			    "%s\n", render_color(&G.rd, "dim"), GBR_LIVE_LINES,
+			    render_color(&G.rd, "reset"));
 			return;
 		}
 	}
@@ -240,8 +241,8 @@ gbr_show_cmd(char *arg, char *rest)
 		errno = 0;
 		n = strtoll(arg, &end, 10);
 		if (errno != 0 || *end != '\0' || n < 1 || rest != NULL) {
-			gbr_say("usage: /show [N] (N: the number of a tool result, "
-			    "[N] on its line)\n");
+			gbr_say("usage: /show [N] (N: the number of a tool "
+			    "result, [N] on its line)\n");
 			return;
 		}
 	}
@@ -298,7 +299,8 @@ gbr_page_rows(const char *s, size_t len, size_t cols)
 			rows += 1 + (col > 0 ? (col - 1) / cols : 0);
 			col = 0;
 		} else if (s[i] == '\033' && i + 1 < len && s[i + 1] == '[') {
-			for (i += 2; i < len && (s[i] < 0x40 || s[i] > 0x7e); i++)
+			for (i += 2; i < len && (s[i] < 0x40 ||
+			    s[i] > 0x7e); i++)
 				;
 		} else if (((unsigned char)s[i] & 0xc0) != 0x80)
 			col++;
@@ -324,7 +326,7 @@ gbr_page_run(const char *text, size_t len)
 	path = xasprintf("%s/gbr-show.XXXXXX", tmp);
 	fd = mkstemp(path);
 	if (fd != -1)
-		unlink(path);	/* only the descriptor: nothing is left behind */
+		unlink(path);	/* only the descriptor: nothing left behind */
 	free(path);
 	if (fd == -1)
 		return -1;

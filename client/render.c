@@ -260,8 +260,8 @@ render_first_line(struct render *r, const json_t *res)
 				more++;
 		/* Tagged, the rest is one command away: say which. */
 		if (more > 0 && r->tool_tag > 0)
-			fprintf(r->out, " (+%zu line%s, /show %lld for all)", more,
-			    more == 1 ? "" : "s", r->tool_tag);
+			fprintf(r->out, " (+%zu line%s, /show %lld for all)",
+			    more, more == 1 ? "" : "s", r->tool_tag);
 		else if (more > 0)
 			fprintf(r->out, " (+%zu line%s)", more, more == 1 ? "" :
 			    "s");
