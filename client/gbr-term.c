@@ -294,7 +294,8 @@ gbr_set_line(const char *text, char **old)
  * Runs "sh -c cmd sh arg" with the terminal, its stdin from in_fd unless
  * that is -1, for the editor or the pager. The socket is read meanwhile
  * and output held until it ends; what names the child in messages.
- * Returns its exit status, or -1.
+ * Returns its exit status (128 + N for signal N), or -1 if it could not
+ * be run.
  */
 int
 gbr_run_child(const char *cmd, const char *arg, int in_fd, const char *what)
@@ -363,6 +364,8 @@ gbr_run_child(const char *cmd, const char *arg, int in_fd, const char *what)
 	free(G.defer);
 	G.defer = NULL;
 	G.defer_len = G.defer_lost = 0;
+	if (status != -1 && WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);	/* as a shell says it */
 	if (status == -1 || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from conftest import GBR
-from test_repl import Term, quit_repl, repl, sessions, terms, wait_for, ws  # noqa: F401
+from test_repl import (PROFILE, QUESTION, Term, answer_of, approval_id,  # noqa: F401
+                       ask, aws, quit_repl, repl, sessions, terms, wait_for, ws)
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (apt-get install tmux)")
@@ -151,3 +152,27 @@ def test_a_piped_gbr_shows_without_a_pager(make_daemon, ws, tmpdir_short):
     assert "no tool result has been shown yet" in text
     text = piped(d, ws, ["/help"])
     assert re.search(r"^  /show \[N\] +all of tool result", text, re.M), text
+
+
+def test_a_whole_diff_taller_than_the_terminal_is_paged(make_daemon, terms, aws,
+                                                       tmpdir_short):
+    d = make_daemon()
+    out = os.path.join(tmpdir_short, "paged.txt")
+    t = terms("diff", d.env, aws)
+    repl(t, prefix="PAGER=%s " % pager_script(tmpdir_short, out))
+    sid = sessions(d)[0]["id"]
+    content = PROFILE + "".join("; line %d\n" % i for i in range(100))
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": content})
+    aid = approval_id(t.wait(QUESTION))
+    t.type("/approval %s" % aid)
+    t.keys("Enter")
+    assert wait_for(lambda: len(pages(out)) == 1)
+    assert "+; line 0\n" in pages(out)[0] and "+; line 99\n" in pages(out)[0]
+    # Back at the question, which is answered as ever.
+    t.wait(QUESTION)
+    t.type("d")
+    t.keys("Enter")
+    t.wait(r"reason for denying \(Enter for none\)>\s*$")
+    t.keys("Enter")
+    assert answer_of(c, rid)["error"]["data"]["kind"] == "denied"
+    quit_repl(t)
