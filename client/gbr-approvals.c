@@ -171,6 +171,9 @@ gbr_show_approval(const json_t *a, int all)
 	shown = render_escape(json_string_value(id), json_string_length(id),
 	    RENDER_ESC_BACKSLASH, 128);
 	hint = xasprintf(" (/approval %s shows them all)", shown);
+	/* The whole diff may be taller than the terminal: the pager's then. */
+	if (all)
+		gbr_page_begin();
 	if ((f = gbr_capture(&cap)) != NULL) {
 		render_approval(&G.rd, a, all ? 0 : gbr_diff_lines(), hint);
 		if (!G.tty)
@@ -178,6 +181,8 @@ gbr_show_approval(const json_t *a, int all)
 			    shown, shown);
 		gbr_capture_end(&cap);
 	}
+	if (all)
+		gbr_page_end();
 	free(hint);
 	free(shown);
 }

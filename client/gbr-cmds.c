@@ -186,6 +186,7 @@ gbr_tool_start(const char *tool, json_t *args, const char *what)
 	G.tools[G.ntools].rid = rid;
 	G.tools[G.ntools].call_id = NULL;
 	G.tools[G.ntools].live = 0;
+	G.tools[G.ntools].seq = 0;
 	G.ntools++;
 }
 
@@ -230,6 +231,10 @@ gbr_tool_event(const json_t *p)
 			G.tools[i].live = 1;
 			return 0;
 		}
+		/* Where its result is, should its output be cut (/show). */
+		if (strcmp(type, "tool.result") == 0)
+			G.tools[i].seq = json_integer_value(json_object_get(p,
+			    "seq"));
 		return 1;
 	}
 	return 0;
@@ -242,7 +247,8 @@ gbr_tool_reply(const json_t *msg)
 	const json_t		*id = json_object_get(msg, "id"), *res;
 	struct gbr_capture	 cap;
 	char			*what;
-	int			 i, live;
+	long long		 n;
+	int			 i, live, cut;
 
 	for (i = 0; i < G.ntools; i++)
 		if (json_is_integer(id) && json_integer_value(id) == G.tools[i].id)
@@ -252,6 +258,9 @@ gbr_tool_reply(const json_t *msg)
 	what = G.tools[i].what;
 	G.tools[i].what = NULL;
 	live = G.tools[i].live;
+	/* Cut on the screen: all of it is one /show away. */
+	cut = live && gbr_show_output_cut(G.tools[i].call_id);
+	n = cut ? gbr_show_number(G.session, G.tools[i].seq) : 0;
 	gbr_tool_forget(i);
 	res = json_object_get(msg, "result");
 	if (json_object_get(res, "result") != NULL)
@@ -267,9 +276,19 @@ gbr_tool_reply(const json_t *msg)
 			G.tool_failed = 1;
 		if (gbr_capture(&cap) != NULL) {
 			render_close_line(&G.rd);
-			if (live)
+			if (live) {
 				render_run_end(&G.rd, res);
-			else {
+				if (n > 0)
+					fprintf(cap.f, "%s  [%lld]: /show %lld "
+					    "for all of its output%s\n",
+					    render_color(&G.rd, "dim"), n, n,
+					    render_color(&G.rd, "reset"));
+				else if (cut)
+					fprintf(cap.f, "%s  /history shows all "
+					    "of its output%s\n", render_color(
+					    &G.rd, "dim"), render_color(&G.rd,
+					    "reset"));
+			} else {
 				fprintf(cap.f, "%s%s:%s\n", render_color(&G.rd,
 				    "dim"), what, render_color(&G.rd, "reset"));
 				render_run_result(&G.rd, res);
@@ -526,8 +545,11 @@ gbr_cmd_history(char *arg, char *rest)
 	if ((res = gbr_call("session.history", json_pack("{s:s, s:i}",
 	    "session", G.session, "limit", (int)n), NULL, 0)) == NULL)
 		return;
+	/* Taller than the terminal: through the pager. */
+	gbr_page_begin();
 	json_array_foreach(json_object_get(res, "messages"), i, m)
 		gbr_render(m, 1);
+	gbr_page_end();
 	json_decref(res);
 }
 
@@ -748,6 +770,8 @@ static const struct gbr_cmd gbr_cmds[] = {
 	    gbr_cmd_new, 0 },
 	{ "history", NULL, "[N]", "show the last N messages (default 50)",
 	    gbr_cmd_history, 0 },
+	{ "show", NULL, "[N]", "all of tool result [N] (default: the last), "
+	    "paged with $PAGER when long", gbr_show_cmd, 0 },
 	{ "cancel", NULL, "", "cancel the running turn (also Ctrl-C)",
 	    gbr_cmd_cancel, 0 },
 	{ "env", NULL, "", "show the session's environment", gbr_cmd_env, 0 },

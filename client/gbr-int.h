@@ -14,6 +14,8 @@
  *                    bracketed paste) and single-key answers
  *   gbr-cmds.c       the /slash commands (a table; /help is made from it),
  *                    /run and /tool and their answers
+ *   gbr-show.c       the tool results shown, numbered for /show; /show;
+ *                    the pager for output taller than the terminal
  */
 #ifndef GBR_INT_H
 #define GBR_INT_H
@@ -45,6 +47,9 @@
 #define GBR_LINE_DEFAULT	(1024 * 1024) /* the daemon's line limit, if unsaid */
 #define GBR_TOOLS_MAX		16	/* /tool and /run calls waiting at once */
 #define GBR_ARGV_MAX		4096	/* words of a /run command line */
+#define GBR_SHOWN_MAX		200	/* tool results /show remembers */
+#define GBR_LIVE_LINES		100	/* a run's live output shown, in lines */
+#define GBR_LIVE_CALLS		16	/* runs whose live output is counted */
 
 /* What the prompt is asking. */
 enum gbr_ask {
@@ -59,6 +64,7 @@ struct gbr {
 	struct client	*cl;
 	char		*epoch;
 	char		*session;	/* id of the attached session */
+	const char	*hist_session;	/* whose history is shown, if not it */
 	char		*label;		/* its name, or its id */
 	char		*env;
 	long long	 last_seq;	/* last event seen */
@@ -118,6 +124,9 @@ struct gbr {
 	int		 nl_key;	/* the line ended is a line of the block */
 	int		 read_again;	/* input was pushed back into libedit */
 	long long	 key_answer_ms;	/* when a single key answered a question */
+	FILE		*page;		/* output gathered for the pager */
+	char		*page_buf;
+	size_t		 page_len;
 
 	struct {
 		long long	 id;	/* of the tool.call request */
@@ -125,6 +134,7 @@ struct gbr {
 		char		*rid;	/* its request_id */
 		char		*call_id; /* from its tool.call event, or NULL */
 		int		 live;	/* its output was shown as it came */
+		long long	 seq;	/* of its tool.result event, or 0 */
 	}		 tools[GBR_TOOLS_MAX];	/* answers awaited */
 	int		 ntools;
 };
@@ -160,6 +170,7 @@ void		 gbr_render(const json_t *, int);
 FILE		*gbr_capture(struct gbr_capture *);
 void		 gbr_capture_end(struct gbr_capture *);
 void		 gbr_set_line(const char *, char **);
+int		 gbr_run_child(const char *, const char *, int, const char *);
 int		 gbr_run_editor(const char *);
 const char	*gbr_edit_suffix(const char *, char *, size_t);
 void		 gbr_stdin_tty(void);
@@ -208,5 +219,17 @@ void		 gbr_say_model(void);
 /* Forgets the messages queued while a turn ran; says so if there were. */
 void		 gbr_queue_clear(void);
 void		 gbr_tools_lost(void);
+
+/* gbr-show.c */
+/* The number of a tool result about to be shown (new if need be), or 0. */
+long long	 gbr_show_tag(const json_t *, int);
+long long	 gbr_show_number(const char *, long long);
+/* Shows a tool.output event: its call's first GBR_LIVE_LINES lines. */
+void		 gbr_show_output(const json_t *);
+int		 gbr_show_output_cut(const char *);
+void		 gbr_show_cmd(char *, char *);
+/* Gathers what gbr_write is given until gbr_page_end, which pages it. */
+void		 gbr_page_begin(void);
+void		 gbr_page_end(void);
 
 #endif

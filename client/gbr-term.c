@@ -1,7 +1,7 @@
 /*
  * The REPL's terminal: the prompt, output written above it, libedit, the
- * lines read (from a terminal or plain stdin), Ctrl-C, and running the
- * person's editor.
+ * lines read (from a terminal or plain stdin), Ctrl-C, and running a
+ * child with the terminal: the person's editor, the pager.
  *
  * libedit runs in unbuffered mode (the way its own readline callback
  * interface does): el_gets is called only when stdin is readable and
@@ -171,12 +171,20 @@ gbr_track_col(const char *buf, size_t len)
 	}
 }
 
-/* Writes output above the prompt (or keeps it while an editor runs). */
+/*
+ * Writes output above the prompt (or keeps it while an editor runs, or
+ * gathers it for the pager).
+ */
 void
 gbr_write(const char *buf, size_t len)
 {
 	if (len == 0 || G.hangup)
 		return;
+	if (G.page != NULL) {
+		/* Gathered for the pager (gbr_page_end decides). */
+		fwrite(buf, 1, len, G.page);
+		return;
+	}
 	if (G.in_editor) {
 		if (len > GBR_DEFER_MAX - G.defer_len) {
 			G.defer_lost += len;
@@ -224,10 +232,13 @@ gbr_render(const json_t *v, int message)
 	if ((f = open_memstream(&buf, &len)) == NULL)
 		return;
 	G.rd.out = f;
+	/* A tool result gets its number for /show. */
+	G.rd.tool_tag = gbr_show_tag(v, message);
 	if (message)
 		render_message(&G.rd, v);
 	else
 		render_event(&G.rd, v);
+	G.rd.tool_tag = 0;
 	fclose(f);
 	G.rd.out = stdout;
 	gbr_write(buf, len);
@@ -285,47 +296,46 @@ gbr_set_line(const char *text, char **old)
 }
 
 /*
- * Runs $VISUAL, else $EDITOR, else vi on file, with the terminal. The
- * socket is read meanwhile and output held. Returns the editor's exit
- * status, or -1.
+ * Runs "sh -c cmd sh arg" with the terminal, its stdin from in_fd unless
+ * that is -1, for the editor or the pager. The socket is read meanwhile
+ * and output held until it ends; what names the child in messages.
+ * Returns its exit status (128 + N for signal N), or -1 if it could not
+ * be run.
  */
 int
-gbr_run_editor(const char *file)
+gbr_run_child(const char *cmd, const char *arg, int in_fd, const char *what)
 {
-	posix_spawnattr_t	 attr;
-	sigset_t		 def;
-	struct pollfd		 pfd[2];
-	const char		*ed = getenv("VISUAL");
-	char			*cmd, drain[64];
-	char			*argv[6];
-	pid_t			 pid, w;
-	int			 status = -1, r;
+	posix_spawnattr_t		 attr;
+	posix_spawn_file_actions_t	 fa;
+	sigset_t			 def;
+	struct pollfd			 pfd[2];
+	char				 drain[64];
+	char				*argv[6];
+	pid_t				 pid, w;
+	int				 status = -1, r;
 
-	if (ed == NULL || *ed == '\0')
-		ed = getenv("EDITOR");
-	if (ed == NULL || *ed == '\0')
-		ed = "vi";
-	/* As git does: the variable may hold arguments, so a shell reads it. */
-	cmd = xasprintf("%s \"$1\"", ed);
 	argv[0] = (char *)"sh";
 	argv[1] = (char *)"-c";
-	argv[2] = cmd;
+	argv[2] = (char *)cmd;
 	argv[3] = (char *)"sh";
-	argv[4] = (char *)file;
+	argv[4] = (char *)arg;
 	argv[5] = NULL;
 	posix_spawnattr_init(&attr);
+	posix_spawn_file_actions_init(&fa);
+	if (in_fd != -1)
+		posix_spawn_file_actions_adddup2(&fa, in_fd, STDIN_FILENO);
 	sigemptyset(&def);
 	sigaddset(&def, SIGPIPE);
 	posix_spawnattr_setsigdefault(&attr, &def);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
 	gbr_paste_mode(0);
 	fflush(stdout);
-	r = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, environ);
+	r = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	free(cmd);
 	if (r != 0) {
 		gbr_paste_mode(1);
-		gbr_say("! cannot run the editor: %s\n", strerror(r));
+		gbr_say("! cannot run the %s: %s\n", what, strerror(r));
 		return -1;
 	}
 	G.in_editor = 1;
@@ -347,7 +357,7 @@ gbr_run_editor(const char *file)
 			if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
 				gbr_drain();
 		}
-		gbr_got_int = 0;	/* Ctrl-C was the editor's */
+		gbr_got_int = 0;	/* Ctrl-C was the child's */
 	}
 	G.in_editor = 0;
 	gbr_paste_mode(1);
@@ -355,16 +365,40 @@ gbr_run_editor(const char *file)
 	if (G.defer_len > 0)
 		gbr_write(G.defer, G.defer_len);
 	if (G.defer_lost > 0)
-		gbr_say("%s* %zu bytes of output were left out while the editor "
+		gbr_say("%s* %zu bytes of output were left out while the %s "
 		    "ran (/history shows the messages)%s\n",
-		    render_color(&G.rd, "dim"), G.defer_lost,
+		    render_color(&G.rd, "dim"), G.defer_lost, what,
 		    render_color(&G.rd, "reset"));
 	free(G.defer);
 	G.defer = NULL;
 	G.defer_len = G.defer_lost = 0;
+	if (status != -1 && WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);	/* as a shell says it */
 	if (status == -1 || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/*
+ * Runs $VISUAL, else $EDITOR, else vi on file, with the terminal.
+ * Returns the editor's exit status, or -1.
+ */
+int
+gbr_run_editor(const char *file)
+{
+	const char	*ed = getenv("VISUAL");
+	char		*cmd;
+	int		 status;
+
+	if (ed == NULL || *ed == '\0')
+		ed = getenv("EDITOR");
+	if (ed == NULL || *ed == '\0')
+		ed = "vi";
+	/* As git does: the variable may hold arguments, so a shell reads it. */
+	cmd = xasprintf("%s \"$1\"", ed);
+	status = gbr_run_child(cmd, file, -1, "editor");
+	free(cmd);
+	return status;
 }
 
 /* A file name suffix for the editor (".ini" for x.ini), or "". */

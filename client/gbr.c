@@ -172,7 +172,11 @@ gbr_event(const json_t *p)
 	 */
 	if (strcmp(type, "message.delta") == 0 ||
 	    strcmp(type, "tool.output") == 0) {
-		if (!gbr_tool_event(p))
+		if (gbr_tool_event(p))
+			return;
+		if (strcmp(type, "tool.output") == 0)
+			gbr_show_output(p);	/* a long one is cut */
+		else
 			gbr_render(p, 0);
 		return;
 	}
@@ -396,9 +400,12 @@ gbr_attach(const char *key, int show)
 		gbr_say("%s* %lld earlier messages (/history N shows more)%s\n",
 		    render_color(&G.rd, "dim"), total - (long long)json_array_size(
 		    json_object_get(hist, "messages")), render_color(&G.rd, "reset"));
+	/* Its tool results are numbered as that session's (for /show). */
+	G.hist_session = json_string_value(json_object_get(hist, "session"));
 	if (show > 0)
 		json_array_foreach(json_object_get(hist, "messages"), i, m)
 			gbr_render(m, 1);
+	G.hist_session = NULL;
 	seq = json_integer_value(json_object_get(hist, "seq"));
 	res = gbr_call("session.attach", json_pack("{s:s, s:I}", "session",
 	    json_string_value(json_object_get(hist, "session")), "after_seq",

@@ -275,7 +275,11 @@ render_first_line(struct render *r, const json_t *res)
 		for (more = 0, p = s + n; (p = strchr(p, '\n')) != NULL; p++)
 			if (p[1] != '\0')
 				more++;
-		if (more > 0)
+		/* Tagged, the rest is one command away: say which. */
+		if (more > 0 && r->tool_tag > 0)
+			fprintf(r->out, " (+%zu line%s, /show %lld for all)",
+			    more, more == 1 ? "" : "s", r->tool_tag);
+		else if (more > 0)
 			fprintf(r->out, " (+%zu line%s)", more, more == 1 ? "" :
 			    "s");
 		return;
@@ -488,6 +492,8 @@ render_message(struct render *r, const json_t *m)
 		err = json_object_get(m, "error");
 		fprintf(r->out, "%s  = ", render_color(r, json_is_false(
 		    json_object_get(m, "ok")) ? "error" : "tool"));
+		if (r->tool_tag > 0)
+			fprintf(r->out, "[%lld] ", r->tool_tag);
 		if ((v = json_object_get(m, "tool")) != NULL) {
 			render_json(r, v);
 			fputc(' ', r->out);
@@ -586,6 +592,15 @@ render_lines(struct render *r, const char *text, size_t tlen,
 		p = nl < end ? nl + 1 : end;
 	}
 	return more;
+}
+
+/* Writes lines of text, each escaped after indent (see render.h). */
+void
+render_text_block(struct render *r, const char *text, size_t len,
+    const char *indent)
+{
+	render_close_line(r);
+	(void)render_lines(r, text, len, indent, "plain", 0, 0);
 }
 
 /* Writes a JSON value indented, text as it is, each line escaped (render.h). */

@@ -24,6 +24,7 @@ struct render {
 	int	 tool_open;	/* the open line is live command output ... */
 	int	 tool_err;	/* ... of stderr */
 	struct markdown md;	/* the answer streaming in (markdown.h) */
+	long long tool_tag;	/* a tool result's number ("[3]"), 0: none */
 };
 
 /* Tells whether colours may be used on fd: a terminal, and NO_COLOR unset or empty. */
@@ -76,6 +77,9 @@ size_t	render_diff(struct render *, const char *diff, size_t len,
  * run ended ("= exit 0 (12 ms)").
  */
 void	render_run_result(struct render *, const json_t *result);
+/* Lines of text, each after indent and escaped as render_escaped does. */
+void	render_text_block(struct render *, const char *text, size_t len,
+	    const char *indent);
 /*
  * A JSON value for a person: indented, non-ASCII text as it is (jansson
  * already writes controls as \uXXXX), each line escaped as render_escaped

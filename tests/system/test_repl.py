@@ -456,7 +456,8 @@ def test_approve_at_the_prompt_shows_the_diff_and_applies(make_daemon, terms, aw
 def test_deny_with_a_reason_and_a_long_diff(make_daemon, terms, aws):
     d = make_daemon()
     t = terms("deny", d.env, aws)
-    repl(t)
+    # The whole diff is taller than the terminal: paged, by cat here.
+    repl(t, prefix="PAGER=cat ")
     sid = sessions(d)[0]["id"]
     content = PROFILE + "".join("; line %d\n" % i for i in range(100))
     c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/x.ini", "content": content})

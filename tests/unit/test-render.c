@@ -569,6 +569,33 @@ main(void)
 	    "a failed one: kind and message, escaped");
 	free(s);
 
+	/* The REPL numbers them: the tag, and where the rest of the output is. */
+	r.tool_tag = 3;
+	s = show(&r, summaries[2].json, 1);
+	CHECK(same(s, "  = [3] run_command exit 2 in 4 ms: one "
+	    "\\u{001B}]0;x\\u{0007} (+2 lines, /show 3 for all)\n"),
+	    "a tagged run: its number, and /show N for the rest");
+	free(s);
+	s = show(&r, summaries[0].json, 1);
+	CHECK(same(s, "  = [3] write_file src/a.c: 1 byte, new file\n"),
+	    "a tagged result of another tool: its number only");
+	free(s);
+	r.tool_tag = 0;
+
+	/* /show's read_file: every line kept, each escaped after the indent. */
+	{
+		static const char	 text[] = "a\tb\n\033[2Jc\xe2\x80\xae" "d";
+		char			*buf = NULL;
+		size_t			 len = 0;
+
+		r.out = open_memstream(&buf, &len);
+		render_text_block(&r, text, sizeof text - 1, "  ");
+		fclose(r.out);
+		CHECK(same(buf, "  a\tb\n  \\u{001B}[2Jc\\u{202E}d\n"),
+		    "a text block: lines indented, tabs kept, controls escaped");
+		free(buf);
+	}
+
 	s = show(&r, "{\"type\":\"replay_complete\",\"seq\":5}", 0);
 	CHECK(strcmp(s, "* live\n") == 0, "replay_complete shown by default");
 	free(s);
