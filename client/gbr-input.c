@@ -222,6 +222,12 @@ gbr_input_keys(EditLine *el)
 	 * while both end the line. Here they differ: as they are.
 	 */
 	el_set(el, EL_SETTY, "-d", "-inlcr", "-icrnl", NULL);
+	/*
+	 * And between two lines, while a command runs (libedit's cooked
+	 * mode), or an Enter typed ahead would be read as Ctrl-J and keep the
+	 * next message from being sent.
+	 */
+	el_set(el, EL_SETTY, "-x", "-inlcr", "-icrnl", NULL);
 	el_set(el, EL_BIND, "^J", "gbr-newline", NULL);
 	el_set(el, EL_BIND, "\033\r", "gbr-newline", NULL);
 	el_set(el, EL_BIND, "\033\n", "gbr-newline", NULL);

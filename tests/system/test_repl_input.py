@@ -168,3 +168,24 @@ def test_approvals_take_a_single_key(make_daemon, terms, aws):
     assert users(d, sid) == []
     t.keys("C-u")
     quit_repl(t)
+
+
+def test_an_enter_typed_ahead_still_sends(make_daemon, terms, ws, tmpdir_short):
+    """Keys typed while gbr is busy between two lines (here a pager that
+    takes its time) reach the terminal before gbr reads them; an Enter
+    among them still sends, it does not become a newline of the message."""
+    d = make_daemon()
+    t = terms("ahead", d.env, ws)
+    repl(t, prefix="PAGER='sleep 1.5; cat >/dev/null' ")
+    sid = sessions(d)[0]["id"]
+    t.type("/run seq 1 150")
+    t.keys("Enter")
+    t.wait(r"/show 1 for all")
+    t.type("/show 1")
+    t.keys("Enter")
+    time.sleep(0.3)
+    t.type("typed ahead")
+    t.keys("Enter")
+    assert wait_for(lambda: users(d, sid)) == ["typed ahead"]
+    t.wait(r"^gbr:%s>\s*$" % sid, timeout=20)
+    quit_repl(t)
