@@ -212,9 +212,13 @@ gbr_key_paste(EditLine *el, int ch)
 void
 gbr_input_keys(EditLine *el)
 {
-	el_set(el, EL_ADDFN, "gbr-newline", "end a line without sending it",
+	/*
+	 * el_wset: el_set's EL_ADDFN copies the name and help into wide
+	 * strings that el_end never frees (libedit's eln.c says so).
+	 */
+	el_wset(el, EL_ADDFN, L"gbr-newline", L"end a line without sending it",
 	    gbr_key_newline);
-	el_set(el, EL_ADDFN, "gbr-paste", "take a bracketed paste whole",
+	el_wset(el, EL_ADDFN, L"gbr-paste", L"take a bracketed paste whole",
 	    gbr_key_paste);
 	/*
 	 * libedit's edit mode has the terminal map CR to NL and NL to CR,
