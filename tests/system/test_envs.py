@@ -127,7 +127,11 @@ def test_hot_reload_beyond_the_inotify_workspaces(daemon, tmpdir_short):
         last = (d, r["result"]["id"])
     st = c.call("daemon.status")["result"]["security"]["env_watch"]
     assert st["watched_workspaces"] == 70
-    assert st["inotify"] == 64 and st["poll"] == 6, st
+    # At most 64 with inotify, the rest polled. Fewer than 64 when this
+    # user's inotify instances run out elsewhere (another gbrd's tests
+    # at the same time): those are polled too, which is the point.
+    assert st["inotify"] <= 64 and st["poll"] >= 6, st
+    assert st["inotify"] + st["poll"] == 70, st
     d, sid = last
     w = daemon.conn()
     w.call("session.attach", {"session": sid})
