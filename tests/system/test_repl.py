@@ -194,6 +194,10 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(make_daemon, terms, 
     t = terms("color", d.env, ws)
     t.keys(GBR, "Enter")
     t.wait(r"Ctrl-D detaches")
+    # Keys typed before the prompt is up reach a terminal gbr has not set
+    # up yet (its Enter arrives as Ctrl-J): wait for the prompt, as a
+    # person does.
+    t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
     t.type("x")
     t.keys("Enter")
     s = t.wait(r"no_provider", escapes=True)
@@ -202,6 +206,7 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(make_daemon, terms, 
     t.wait(r"detached from")
     t.keys("clear; NO_COLOR=1 %s" % GBR, "Enter")
     t.wait(r"Ctrl-D detaches")
+    t.wait(r"^gbr:[0-9a-f]{12}>\s*$")
     t.type("y")
     t.keys("Enter")
     s = t.wait(r"! no_provider", escapes=True)
