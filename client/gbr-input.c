@@ -253,7 +253,7 @@ gbr_block_add(const char *line, size_t n)
 	return 1;
 }
 
-/* Drops the block (Ctrl-C); says so if it held anything. */
+/* Drops the block (Ctrl-C, leaving); returns how many lines it held. */
 int
 gbr_block_clear(void)
 {

@@ -81,15 +81,8 @@ strip_sgr(const char *s)
 	return out;
 }
 
-/* True if s equals want; prints both otherwise. */
-static int
-same(const char *s, const char *want)
-{
-	if (strcmp(s, want) == 0)
-		return 1;
-	printf("# got  [%s]\n# want [%s]\n", s, want);
-	return 0;
-}
+/* same(): unit.h's unit_same. */
+#define same unit_same
 
 /*
  * Renders chunks without colours (must give want) and with colours (must

@@ -42,15 +42,8 @@ esc(const char *s, size_t len, int flags, size_t max)
 	return render_escape(s, len, flags, max);
 }
 
-/* True if s equals want; prints both otherwise. */
-static int
-same(const char *s, const char *want)
-{
-	if (strcmp(s, want) == 0)
-		return 1;
-	printf("# got  [%s]\n# want [%s]\n", s, want);
-	return 0;
-}
+/* same(): unit.h's unit_same. */
+#define same unit_same
 
 /* Renders with a function taking a JSON value, into a string the caller frees. */
 static char *

@@ -28,6 +28,16 @@ static int unit_n, unit_failed;
 	fflush(stdout);							\
 } while (0)
 
+/* True if s equals want; prints both otherwise. */
+static inline int
+unit_same(const char *s, const char *want)
+{
+	if (strcmp(s, want) == 0)
+		return 1;
+	printf("# got  [%s]\n# want [%s]\n", s, want);
+	return 0;
+}
+
 static inline int
 unit_done(void)
 {
