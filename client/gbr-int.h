@@ -176,6 +176,8 @@ const char	*gbr_edit_suffix(const char *, char *, size_t);
 void		 gbr_stdin_tty(void);
 void		 gbr_stdin_plain(void);
 void		 gbr_interrupt(void);
+/* The terminal keeps CR as typed from the start (restored at exit). */
+void		 gbr_tty_early(void);
 void		 gbr_editor(void);
 
 /* gbr-input.c */

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -593,6 +594,34 @@ gbr_interrupt(void)
 	G.last_int_ms = now;
 	gbr_say("(Ctrl-C again to leave; the session keeps running. Ctrl-D or "
 	    "/detach also leave)\n");
+}
+
+static struct termios	gbr_tty_orig;
+
+/* At exit: the terminal as the shell left it (el_end restores ours). */
+static void
+gbr_tty_restore(void)
+{
+	(void)tcsetattr(STDIN_FILENO, TCSANOW, &gbr_tty_orig);
+}
+
+/*
+ * From the start, before the daemon answers: the terminal stops mapping
+ * CR to NL, so that an Enter typed while gbr connects is still an Enter
+ * when the editor reads it, not the Ctrl-J that ends a line unsent. The
+ * shell's settings come back at exit.
+ */
+void
+gbr_tty_early(void)
+{
+	struct termios	t;
+
+	if (tcgetattr(STDIN_FILENO, &gbr_tty_orig) != 0)
+		return;
+	t = gbr_tty_orig;
+	t.c_iflag &= ~(tcflag_t)(ICRNL | INLCR);
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0)
+		(void)atexit(gbr_tty_restore);
 }
 
 /* Sets up libedit and the input history file. */

@@ -881,6 +881,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	G.tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+	if (G.tty)
+		gbr_tty_early();
 	/* A script gets only what its lines produce, unless it asks. */
 	G.show = show >= 0 ? show : G.tty ? GBR_SHOW_MESSAGES : 0;
 	G.rd.out = stdout;

@@ -5,12 +5,13 @@ approvals answered with a single key."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
 import pytest
 
-from test_repl import (ENV_QUESTION, PROFILE, Term, answer_of, approval_id,
+from test_repl import (ENV_QUESTION, GBR, PROFILE, Term, answer_of, approval_id,
                        ask, quit_repl, repl, sessions, terms, ws, aws,
                        wait_for)
 
@@ -189,3 +190,33 @@ def test_an_enter_typed_ahead_still_sends(make_daemon, terms, ws, tmpdir_short):
     assert wait_for(lambda: users(d, sid)) == ["typed ahead"]
     t.wait(r"^gbr:%s>\s*$" % sid, timeout=20)
     quit_repl(t)
+
+
+def test_an_enter_typed_before_the_first_prompt_sends(make_daemon, terms, ws):
+    """Keys typed while gbr still waits for the daemon (stopped here, so
+    the wait is certain) come before the editor is set up; an Enter among
+    them sends the message, and the shell gets its terminal back as it
+    was (Enter still maps to a newline for the next program)."""
+    d = make_daemon()
+    t = terms("early", d.env, ws)
+    t.keys("stty -a | grep -o -- '-*icrnl' | head -1", "Enter")
+    t.wait(r"^icrnl\s*$")
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        t.keys("clear; %s" % GBR, "Enter")
+        time.sleep(1.0)
+        # gbr has started and waits for the daemon's greeting.
+        assert "Ctrl-D detaches" not in t.screen()
+        t.type("typed early")
+        t.keys("Enter")
+        time.sleep(0.2)
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    t.wait(r"Ctrl-D detaches")
+    sid = wait_for(lambda: sessions(d))[0]["id"]
+    assert wait_for(lambda: users(d, sid)) == ["typed early"]
+    t.wait(r"^gbr:%s>\s*$" % sid, timeout=20)
+    quit_repl(t)
+    t.keys("clear; stty -a | grep -o -- '-*icrnl' | head -1", "Enter")
+    t.wait(r"^icrnl\s*$")
+    assert "-icrnl" not in t.screen()
