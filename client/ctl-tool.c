@@ -131,3 +131,85 @@ ctl_env(struct ctl *ctl, int argc, char **argv)
 	json_decref(res);
 	return CTL_EXIT_OK;
 }
+
+/* A size for people: 1.2 GiB. */
+static void
+ctl_size(char *buf, size_t len, double b)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	size_t	i = 0;
+
+	while (b >= 1024 && i < sizeof u / sizeof u[0] - 1) {
+		b /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%.0f %s", b, u[i]);
+	else
+		snprintf(buf, len, "%.1f %s", b, u[i]);
+}
+
+/* cache du|clean [DIR|SESSION]: the agent's package caches. */
+int
+ctl_cache(struct ctl *ctl, int argc, char **argv)
+{
+	const char	*method;
+	json_t		*params = NULL, *res, *c;
+	char		*ws, a[32], b[32];
+	size_t		 i;
+	int		 r;
+
+	if (strcmp(argv[0], "du") == 0)
+		method = "cache.du";
+	else if (strcmp(argv[0], "clean") == 0)
+		method = "cache.clean";
+	else {
+		fprintf(stderr, "usage: gbrctl cache du|clean [DIR|SESSION]\n"
+		    "  du     the size of the agent's package caches: a "
+		    "workspace's (DIR, or a\n         session's), or every "
+		    "one\n  clean  remove them (refused while a command that "
+		    "uses one runs)\n");
+		return CTL_EXIT_USAGE;
+	}
+	if (argc == 2) {
+		if (strchr(argv[1], '/') != NULL || strcmp(argv[1], ".") == 0) {
+			if ((ws = realpath(argv[1], NULL)) == NULL) {
+				fprintf(stderr, "gbrctl: %s: not a folder\n",
+				    argv[1]);
+				return CTL_EXIT_USAGE;
+			}
+			params = json_pack("{s:s}", "workspace", ws);
+			free(ws);
+		} else
+			params = json_pack("{s:s}", "session", argv[1]);
+	}
+	if ((r = ctl_call(ctl, method, params, &res)) != CTL_EXIT_OK)
+		return r;
+	if (ctl->json)
+		ctl_print_json(res);
+	else if (strcmp(method, "cache.du") == 0) {
+		json_array_foreach(json_object_get(res, "caches"), i, c) {
+			ctl_size(a, sizeof a, (double)json_integer_value(
+			    json_object_get(c, "bytes")));
+			printf("%10s%s %8lld files  %s\n", a,
+			    json_is_true(json_object_get(c, "complete")) ? " " :
+			    "+", (long long)json_integer_value(
+			    json_object_get(c, "files")), json_string_value(
+			    json_object_get(c, "path")));
+		}
+		ctl_size(a, sizeof a, (double)json_integer_value(
+		    json_object_get(res, "bytes")));
+		ctl_size(b, sizeof b, (double)json_integer_value(
+		    json_object_get(res, "max_bytes")));
+		printf("%10s%s in all; each workspace's is cleared over %s "
+		    "([exec] cache_max_bytes)\n", a, json_is_true(
+		    json_object_get(res, "complete")) ? " " : "+", b);
+	} else {
+		json_array_foreach(json_object_get(res, "cleaned"), i, c)
+			printf("removed %s\n", json_string_value(c));
+		if (json_array_size(json_object_get(res, "cleaned")) == 0)
+			printf("no cache to remove\n");
+	}
+	json_decref(res);
+	return CTL_EXIT_OK;
+}

@@ -52,10 +52,12 @@ int	ctl_session_close(struct ctl *, int, char **);
 /* All of stdin as a string (at most 16 MiB; NULL, said on stderr, if not). */
 char	*ctl_read_stdin(void);
 
-/* ctl-tool.c: tool, tools and env. */
+/* ctl-tool.c: tool, tools, env and cache. */
 int	ctl_tool(struct ctl *, int, char **);
 int	ctl_tools(struct ctl *, int, char **);
 int	ctl_env(struct ctl *, int, char **);
+/* cache du|clean [DIR|SESSION]: the agent's package caches. */
+int	ctl_cache(struct ctl *, int, char **);
 
 /* ctl-approval.c: approvals, approve, deny, edit, grants, revoke. */
 int	ctl_approvals(struct ctl *, int, char **);

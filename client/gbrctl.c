@@ -81,6 +81,9 @@ static const struct cmd cmds[] = {
 	    ctl_tools, CMD_CONNECT, 0, 0 },
 	{ "env", "list|show|use|reload ...", "list, show, switch or reload a session's environment",
 	    ctl_env, CMD_CONNECT, 1, 3 },
+	{ "cache", "du|clean [DIR|SESSION]", "the size of the agent's "
+	    "package caches, or remove them (a workspace's, or every one)",
+	    ctl_cache, CMD_CONNECT, 1, 2 },
 	{ "run", "SESSION -- ARGV...", "run a command in a session's sandbox (run_command); print its output",
 	    ctl_run, CMD_CONNECT | CMD_OWN_STATUS, 3, 4096 },
 	{ "approvals", "[--session S] [--all]", "list the approvals waiting "

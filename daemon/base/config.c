@@ -65,6 +65,8 @@ config_defaults(void)
 	cfg->exec_namespaces = 1;
 	cfg->exec_seccomp = 1;
 	cfg->exec_fork_server = 1;
+	cfg->exec_toolchain_reads = 1;
+	cfg->exec_cache_max_bytes = 8ULL << 30;
 	cfg->approval_expire_after = 86400;
 	cfg->approval_max_pending = 1024;
 	cfg->llm_connect_timeout_ms = 10000;
@@ -374,6 +376,14 @@ config_exec(struct config_parse *p, const char *name, const char *value)
 		want = "off or auto";
 		if (config_mode(value, &b) == 0 && b < 2)
 			return cfg->exec_fork_server = b, 1;
+	} else if (strcmp(name, "toolchain_reads") == 0) {
+		want = "off or auto";
+		if (config_mode(value, &b) == 0 && b < 2)
+			return cfg->exec_toolchain_reads = b, 1;
+	} else if (strcmp(name, "cache_max_bytes") == 0) {
+		want = "a size from 16M to 16T";
+		if (config_size(value, 16 << 20, 1ULL << 44, &v) == 0)
+			return cfg->exec_cache_max_bytes = v, 1;
 	} else if (strcmp(name, "pass_env") == 0) {
 		if ((list = config_list(value, config_env_name, &why)) == NULL) {
 			p->cause = xasprintf("exec.pass_env = '%s': %s", value, why);

@@ -72,6 +72,8 @@ struct config {
 	char	*exec_pass_env;		/* extra variable names, comma-separated, checked */
 	char	*exec_read_paths;	/* extra readable folders, comma-separated, absolute */
 	char	*exec_helper;		/* gbr-exec's path; NULL: found (runner.h) */
+	int	 exec_toolchain_reads;	/* 1 auto (the default), 0 off: tool-run-home.c */
+	uint64_t exec_cache_max_bytes;	/* a workspace's agent cache; over it, cleared */
 	/* [approval]: human approvals (approval.h) */
 	unsigned approval_expire_after;	/* seconds a pending approval waits; 0: forever */
 	unsigned approval_max_pending;	/* approvals waiting at once, in all */

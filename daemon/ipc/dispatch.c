@@ -50,6 +50,8 @@ static const struct method {
 	{ "env.show",		method_env_show,	0 },
 	{ "env.use",		method_env_use,		0 },
 	{ "env.reload",		method_env_reload,	0 },
+	{ "cache.du",		method_cache_du,	0 },
+	{ "cache.clean",	method_cache_clean,	0 },
 };
 
 struct request {

@@ -26,6 +26,7 @@
 #include "session-env.h"
 #include "session.h"
 #include "tool-run.h"
+#include "toolcall.h"
 #include "xmalloc.h"
 
 /* History messages returned when the client does not say. */
@@ -336,7 +337,11 @@ method_session_close(struct request *req, json_t *params)
 		method_session_fail(req, &err);
 	else {
 		approval_sweep();	/* its approvals are withdrawn */
-		tool_run_session_end(sid);	/* and its temp space goes */
+		/* Its commands stop, before their temp space goes. */
+		if (toolcall_cancel_session(sid) > 0)
+			log_info("session %s: its calls in flight are "
+			    "cancelled", sid);
+		tool_run_session_end(sid);
 	}
 }
 

@@ -54,4 +54,8 @@ void	method_env_show(struct request *, json_t *);
 void	method_env_use(struct request *, json_t *);
 void	method_env_reload(struct request *, json_t *);
 
+/* method-cache.c */
+void	method_cache_du(struct request *, json_t *);
+void	method_cache_clean(struct request *, json_t *);
+
 #endif

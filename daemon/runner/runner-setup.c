@@ -253,8 +253,10 @@ rn_policy(void)
 		need[n].name = "writes";
 		need[n].layer = "Landlock";
 		need[n].why = llw;
-		need[n++].risk = "write anywhere your user can (your home, "
-		    "gbrd's state and config)";
+		need[n++].risk = rn_ns_active() ? "write anywhere your user "
+		    "can (your home, gbrd's state and config)" : "write "
+		    "anywhere your user can (your home, gbrd's state and "
+		    "config) and read your secrets (~/.ssh, ...)";
 	}
 	if (scw != NULL && !(rn.accept_risks & RUNNER_RISK_CONTROL)) {
 		need[n].bit = RUNNER_RISK_CONTROL;
@@ -578,7 +580,7 @@ runner_status_json(void)
 	 * and what keeps it here: a layer, "checked after each command", or
 	 * "accepted risk" (gbrd.conf), or "refused" (commands do not run).
 	 */
-	inv = json_pack("{s:s, s:s, s:s, s:s, s:s}",
+	inv = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}",
 	    "no_control_channel", scw == NULL ? (ns ? "seccomp, mount "
 		"namespace, peer check" : "seccomp, peer check") :
 		(rn.accept_risks & RUNNER_RISK_CONTROL) ? "accepted risk" :
@@ -595,7 +597,14 @@ runner_status_json(void)
 		"each command" : "checked after each command (no mount "
 		"namespace: not locked while it runs)",
 	    "private_temp", ns ? "the session's /tmp and /dev/shm" :
-		why == NULL ? "the session's TMPDIR; no /dev/shm" : "refused");
+		why == NULL ? "the session's TMPDIR; no /dev/shm" : "refused",
+	    "secrets_out_of_reach", why == NULL ? (ns ? "landlock (reads "
+		"the system, the toolchains and the roots), mount namespace "
+		"(the secret stores hidden)" : "landlock (reads the system, "
+		"the toolchains and the roots)") : ns ? "mount namespace (the "
+		"secret stores hidden; no Landlock: the rest of the home is "
+		"readable)" : (rn.accept_risks & RUNNER_RISK_WRITES) ?
+		"accepted risk" : "refused");
 	o = json_pack("{s:b, s:s?, s:s?, s:o, s:b, s:b, s:b, s:b, s:s, s:b, "
 	    "s:b, s:s, s:b, s:{s:I, s:I, s:I, s:I}, s:i}",
 	    "available", rn.ready,

@@ -101,9 +101,9 @@ agentcache_path(const char *workspace, const char *sub)
 	return p;
 }
 
-/* mkdir -p with mode 0700 for what it makes. */
-static int
-ac_mkdirs(const char *path)
+/* mkdir -p with mode 0700 for what it makes (see agentcache.h). */
+int
+agentcache_mkdirs(const char *path)
 {
 	char	buf[PATH_MAX], *s;
 
@@ -132,7 +132,7 @@ agentcache_make(const char *dir, char **cause)
 	size_t		i;
 
 	*cause = NULL;
-	if (ac_mkdirs(dir) != 0) {
+	if (agentcache_mkdirs(dir) != 0) {
 		*cause = xasprintf("%s: %s", dir, strerror(errno));
 		return -1;
 	}
@@ -148,7 +148,7 @@ agentcache_make(const char *dir, char **cause)
 	}
 	for (i = 0; i < sizeof ac_vars / sizeof ac_vars[0]; i++) {
 		p = xasprintf("%s/%s", dir, ac_vars[i].sub);
-		if (ac_mkdirs(p) != 0) {
+		if (agentcache_mkdirs(p) != 0) {
 			*cause = xasprintf("%s: %s", p, strerror(errno));
 			free(p);
 			return -1;

@@ -35,5 +35,7 @@ char	*agentcache_path(const char *workspace, const char *sub);
  * or -1 with *cause (new string).
  */
 int	 agentcache_make(const char *dir, char **cause);
+/* mkdir -p, mode 0700 for what it makes. Returns 0, or -1 with errno. */
+int	 agentcache_mkdirs(const char *path);
 
 #endif

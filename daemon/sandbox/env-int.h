@@ -35,6 +35,7 @@ enum env_key {
 	K_ASK_TOOLS,
 	K_MAX_STEPS,
 	K_MAX_REQUEST,
+	K_EXTENDS,
 	K__COUNT
 };
 
@@ -75,6 +76,10 @@ struct env {
 	size_t		 max_request;	/* 0: the daemon's */
 	struct env_strs	 warnings;
 	struct env_strs	 files;
+	int		 extends;	/* extends = builtin (env_load) */
+	const char	*eco;		/* the ecosystem (env-eco.c), static */
+	const char	*eco_title;
+	struct env_strs	 kb;		/* its knowledge base in the workspace */
 	unsigned	 set;		/* bit per enum env_key given */
 	int		 line[K__COUNT];
 };
@@ -113,5 +118,14 @@ json_t		*env_strs_json(const struct env_strs *);
 int		 env_str_equal(const char *, const char *);
 /* A new, empty profile of that name with one reference (env.c). */
 struct env	*env_new(const char *name);
+
+/*
+ * env-eco.c: chooses the workspace's (a real path) ecosystem, if any, and
+ * sets its check, ask_commands, read-only roots and knowledge base; and,
+ * on a finished default, adds what would change that choice to the files
+ * watched.
+ */
+void		 env_eco_apply(struct env *, const char *workspace);
+void		 env_eco_watch(struct env *);
 
 #endif

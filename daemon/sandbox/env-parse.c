@@ -66,6 +66,7 @@ const struct env_keydef env_keys[K__COUNT] = {
 	[K_MAX_STEPS] =		{ "llm", "max_steps", 0 },
 	[K_MAX_REQUEST] =	{ "llm", "max_request_bytes", 0 },
 	[K_ASK_TOOLS] =		{ "env", "ask_tools", 1 },
+	[K_EXTENDS] =		{ "env", "extends", 0 },
 };
 
 static const char *const env_sections[] = { "env", "prompt", "exec", "llm" };
@@ -351,6 +352,12 @@ env_set(struct env_parse *p, enum env_key k, const char *v, size_t len,
 		return env_set_list(p, k, v, len);
 
 	switch (k) {
+	case K_EXTENDS:
+		if (strcmp(v, "builtin") != 0)
+			return env_error(p, "extends: only 'builtin' (the "
+			    "built-in default, with this file's keys over it)");
+		e->extends = 1;
+		return 0;
 	case K_ALLOWED_ROOT:
 		if (len == 0)
 			return env_error(p, "allowed_root is empty");

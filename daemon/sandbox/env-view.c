@@ -245,6 +245,11 @@ env_to_json(const struct env *e)
 		    "max_request_bytes", json_integer((json_int_t)e->max_request));
 	json_object_set_new(o, "files", env_strs_json(&e->files));
 	json_object_set_new(o, "warnings", env_strs_json(&e->warnings));
+	json_object_set_new(o, "ecosystem", e->eco != NULL ?
+	    json_string(e->eco) : json_null());
+	json_object_set_new(o, "knowledge_base", env_strs_json(&e->kb));
+	json_object_set_new(o, "extends", e->extends ? json_string("builtin") :
+	    json_null());
 	return o;
 }
 
@@ -276,6 +281,7 @@ env_diff(const struct env *a, const struct env *b)
 	DIFF(env_str_equal(a->base_url, b->base_url), "llm.base_url");
 	DIFF(a->max_steps == b->max_steps, "llm.max_steps");
 	DIFF(a->max_request == b->max_request, "llm.max_request_bytes");
+	DIFF(env_str_equal(a->eco, b->eco), "ecosystem");
 #undef DIFF
 	return d;
 }

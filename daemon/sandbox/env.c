@@ -138,6 +138,7 @@ env_unref(struct env *e)
 	free(e->base_url);
 	env_strs_clear(&e->warnings);
 	env_strs_clear(&e->files);
+	env_strs_clear(&e->kb);
 	free(e);
 }
 
@@ -289,15 +290,6 @@ env_is_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* True if path is an existing regular file. */
-static int
-env_is_file(const char *path)
-{
-	struct stat	st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* Appends item to a ", "-separated list being built (new string). */
 static char *
 env_cat(char *list, const char *item)
@@ -317,8 +309,8 @@ env_cat(char *list, const char *item)
 static char *
 env_default_prompt(const struct env *e)
 {
-	char	*ro = NULL, *prot = NULL, *rel, *out;
-	size_t	 i;
+	char	*ro = NULL, *prot = NULL, *kb = NULL, *eco = NULL, *rel, *out;
+	size_t	 i, j;
 
 	for (i = 0; i < e->ro.n; i++) {
 		rel = pathgate_relative(e->allowed_root, e->ro.v[i], PATHGATE_UNIX);
@@ -328,6 +320,21 @@ env_default_prompt(const struct env *e)
 	for (i = 0; i < e->protected.n; i++)
 		if (strcmp(e->protected.v[i], ".gbr_envs/**") != 0)
 			prot = env_cat(prot, e->protected.v[i]);
+	/* The knowledge base in the workspace that is not a root already. */
+	for (i = 0; i < e->kb.n; i++) {
+		for (j = 0; j < e->ro_given.n; j++)
+			if (strcmp(e->ro_given.v[j], e->kb.v[i]) == 0)
+				break;
+		if (j == e->ro_given.n)
+			kb = env_cat(kb, e->kb.v[i]);
+	}
+	if (e->eco_title != NULL)
+		eco = xasprintf("This is a %s project.%s%s%s\n", e->eco_title,
+		    kb != NULL ? " The packages it installs, with their "
+		    "source code, are in the workspace under " : "",
+		    kb != NULL ? kb : "",
+		    kb != NULL ? " (when they exist): search there for a "
+		    "library's real API before you use it." : "");
 	out = xasprintf(
 	    "You are a coding agent working in the folder %s. You can only "
 	    "see and change files inside it: give paths relative to it; a "
@@ -343,10 +350,12 @@ env_default_prompt(const struct env *e)
 	    "files.\n"
 	    "Writing %s%s.gbr_envs/** (your own rules) needs a human's "
 	    "approval: say why when you ask.\n"
+	    "%s"
 	    "%s%s%s"
 	    "%s%s%s",
 	    e->allowed_root,
 	    prot != NULL ? prot : "", prot != NULL ? " or " : "",
+	    eco != NULL ? eco : "",
 	    ro != NULL ? "Read-only reference folders: " : "",
 	    ro != NULL ? ro : "",
 	    ro != NULL ? ". They hold the source code of the project's "
@@ -360,6 +369,8 @@ env_default_prompt(const struct env *e)
 	    "them before you say you are done.\n" : "");
 	free(ro);
 	free(prot);
+	free(kb);
+	free(eco);
 	return out;
 }
 
@@ -543,7 +554,7 @@ env_builtin(const char *workspace, char **cause)
 		"git switch *", "git worktree *",
 	};
 	struct env	*e = env_new("default");
-	char		*ws, *p;
+	char		*ws;
 	size_t		 i;
 
 	*cause = NULL;
@@ -553,23 +564,57 @@ env_builtin(const char *workspace, char **cause)
 	for (i = 0; i < sizeof git_ask / sizeof git_ask[0]; i++)
 		env_strs_add(&e->ask, git_ask[i]);
 	if ((ws = realpath(workspace, NULL)) != NULL) {
-		p = xasprintf("%s/build/packages", ws);
-		if (env_is_dir(p))
-			env_strs_add(&e->ro_given, "build/packages");
-		free(p);
-		p = xasprintf("%s/gleam.toml", ws);
-		if (env_is_file(p)) {
-			e->check = xstrdup("gleam check");
-			env_strs_add(&e->ask, "gleam add *");
-		}
-		free(p);
+		env_eco_apply(e, ws);
 		free(ws);
 	}
 	if (env_finish(e, workspace, cause) != 0) {
 		env_unref(e);
 		return NULL;
 	}
+	env_eco_watch(e);
 	return e;
+}
+
+/*
+ * extends = builtin: what the file does not say comes from the built-in
+ * default of the workspace; protected files and the commands that ask
+ * add to the default's, never take any away.
+ */
+static int
+env_inherit(struct env *e, const char *workspace, char **cause)
+{
+	struct env	*b;
+	size_t		 i, j;
+
+	if ((b = env_builtin(workspace, cause)) == NULL)
+		return -1;
+	if (!(e->set & (1u << K_RO_ROOTS)))
+		for (i = 0; i < b->ro_given.n; i++)
+			env_strs_add(&e->ro_given, b->ro_given.v[i]);
+	if (!(e->set & (1u << K_CHECK)) && b->check != NULL)
+		e->check = xstrdup(b->check);
+	for (i = 0; i < b->protected.n; i++) {
+		for (j = 0; j < e->protected.n; j++)
+			if (strcmp(e->protected.v[j], b->protected.v[i]) == 0)
+				break;
+		if (j == e->protected.n)
+			env_strs_add(&e->protected, b->protected.v[i]);
+	}
+	for (i = 0; i < b->ask.n; i++) {
+		for (j = 0; j < e->ask.n; j++)
+			if (strcmp(e->ask.v[j], b->ask.v[i]) == 0)
+				break;
+		if (j == e->ask.n)
+			env_strs_add(&e->ask, b->ask.v[i]);
+	}
+	e->eco = b->eco;
+	e->eco_title = b->eco_title;
+	for (i = 0; i < b->kb.n; i++)
+		env_strs_add(&e->kb, b->kb.v[i]);
+	for (i = 0; i < b->warnings.n; i++)
+		env_strs_add(&e->warnings, b->warnings.v[i]);
+	env_unref(b);
+	return 0;
 }
 
 /* Loads a profile or the built-in default (see env.h). */
@@ -630,12 +675,17 @@ env_load(const char *workspace, const char *name, struct env **out,
 	}
 	e = env_parse(name, path, data, len, have_ini ? ENV_INI : ENV_JSON, cause);
 	free(data);
+	if (e != NULL && e->extends && env_inherit(e, workspace, cause) != 0) {
+		env_unref(e);
+		e = NULL;
+	}
 	if (e != NULL) {
 		e->source = xstrdup(path);
 		if (env_finish(e, workspace, cause) != 0) {
 			env_unref(e);
 			e = NULL;
-		}
+		} else if (e->extends)
+			env_eco_watch(e);
 	}
 	free(ini);
 	free(json);

@@ -642,6 +642,26 @@ toolcall_cancel(struct toolcall *c)
 		tool_job_cancel(c->job);
 }
 
+/* Gives up on every call of a closed session (see toolcall.h). */
+unsigned
+toolcall_cancel_session(const char *session)
+{
+	struct toolcall	*c;
+	unsigned	 n = 0;
+
+	/* From the head again after each: a cancel may end calls at once. */
+again:
+	TAILQ_FOREACH(c, &tc_calls, entry) {
+		if (c->state == TC_DONE || c->cancelled ||
+		    strcmp(c->session, session) != 0)
+			continue;
+		toolcall_cancel(c);
+		n++;
+		goto again;
+	}
+	return n;
+}
+
 /* Gives up on the call in flight with a request_id (see toolcall.h). */
 int
 toolcall_cancel_request(const char *session, const char *request_id)

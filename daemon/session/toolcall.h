@@ -168,6 +168,11 @@ int		 toolcall_start(const char *session, const char *tool,
  */
 void		 toolcall_cancel(struct toolcall *);
 /*
+ * A session is closed: every call of it still in flight is given up (its
+ * command is stopped, its approval withdrawn). Returns how many.
+ */
+unsigned	 toolcall_cancel_session(const char *session);
+/*
  * Gives up on the call in flight in session with this request_id, as
  * toolcall_cancel. Returns 1 if there was one, 0 if none is in flight
  * (never asked, or already done: a finished call is not undone).

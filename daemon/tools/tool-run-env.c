@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agentcache.h"
 #include "log.h"
 #include "runner.h"
 #include "tool-run-int.h"
@@ -63,21 +64,48 @@ tr_env_has(char **v, size_t n, const char *name)
 	return 0;
 }
 
+/* NAME=fmt with its one %s replaced by path (fmt NULL: NAME=path). */
+static char *
+tr_env_fmt(const char *name, const char *fmt, const char *path)
+{
+	const char	*at;
+
+	if (fmt == NULL || (at = strstr(fmt, "%s")) == NULL)
+		return xasprintf("%s=%s", name, path);
+	return xasprintf("%s=%.*s%s%s", name, (int)(at - fmt), fmt, path,
+	    at + 2);
+}
+
 /* Builds the child's environment from ours and the allow-lists. */
 char **
-tr_build_env(const struct tool_run_ctx *ctx, const char *stmp)
+tr_build_env(const struct tool_run_ctx *ctx, const char *stmp,
+    const char *cache)
 {
 	static const char *const base[] = { TR_BASE_ENV };
-	char		**v = NULL, **p;
+	const struct agentcache_var *cv;
+	char		**v = NULL, **p, *sub;
 	const char	*val;
-	size_t		  n = 0, i;
+	size_t		  n = 0, i, ncv;
 
-	v = xcalloc(sizeof base / sizeof base[0] + 128 + 4, sizeof *v);
+	cv = agentcache_vars(&ncv);
+	v = xcalloc(sizeof base / sizeof base[0] + ncv + 128 + 6, sizeof *v);
 	for (i = 0; i < sizeof base / sizeof base[0]; i++) {
 		if ((val = getenv(base[i])) != NULL)
 			v[n++] = xasprintf("%s=%s", base[i], val);
 		else if (strcmp(base[i], "PATH") == 0)
 			v[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
+	}
+	/*
+	 * No update checks: they call home from every command and put
+	 * notices in what the model reads.
+	 */
+	v[n++] = xstrdup("npm_config_update_notifier=false");
+	v[n++] = xstrdup("PIP_DISABLE_PIP_VERSION_CHECK=1");
+	/* The package managers' caches: the agent's own, never overridden. */
+	for (i = 0; cache != NULL && i < ncv; i++) {
+		sub = xasprintf("%s/%s", cache, cv[i].sub);
+		v[n++] = tr_env_fmt(cv[i].name, cv[i].fmt, sub);
+		free(sub);
 	}
 	for (p = tr.pass_env; p != NULL && *p != NULL && n < 64 + 9; p++)
 		if (tool_run_env_name_ok(*p) && !tr_env_has(v, n, *p) &&

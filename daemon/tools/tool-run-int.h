@@ -7,6 +7,8 @@
  *   tool-run-locks.c   the read-only binds of a call, and the check after
  *                      the commands of a root (lockaudit.h)
  *   tool-run-output.c  bytes as JSON, streamed chunks, the result
+ *   tool-run-home.c    what a command reads of the home: the toolchains
+ *   tool-run-cache.c   the agent's own package caches, bounded
  */
 #ifndef GBRD_TOOL_RUN_INT_H
 #define GBRD_TOOL_RUN_INT_H
@@ -21,8 +23,11 @@
 #include "tool.h"
 #include "tool-run.h"
 
+struct config;
+
 #define TR_RO_MAX	120		/* read-only paths or binds of one call */
-#define TR_OWN_MAX	16		/* gbrd's own paths (tr_own_add) */
+#define TR_OWN_MAX	16		/* gbrd's own folders (tr_own_add) */
+#define TR_HIDE_MAX	64		/* paths hidden from commands (tr_own_add) */
 
 enum tr_tool {
 	TR_SCRIPT,
@@ -70,8 +75,10 @@ struct tr_state {
 	unsigned	 open_files;
 	char		**pass_env;
 	char		**read_paths;
+	char		**tc_reads;	/* the toolchains' folders (tool-run-home.c) */
+	uint64_t	 cache_max;	/* [exec] cache_max_bytes */
 	json_t		*schemas[3];
-	char		*hide[TR_OWN_MAX];	/* hidden from commands */
+	char		*hide[TR_HIDE_MAX];	/* hidden from commands */
 	size_t		 nhide;
 	char		*own[TR_OWN_MAX];	/* gbrd's own folders */
 	size_t		 nown;
@@ -87,7 +94,8 @@ void		 tr_run_free(struct tool_run *);
 
 /* tool-run-env.c */
 /* The child's environment: ours through the allow-lists, and TMPDIR. */
-char		**tr_build_env(const struct tool_run_ctx *, const char *stmp);
+char		**tr_build_env(const struct tool_run_ctx *, const char *stmp,
+		    const char *cache);
 /* Why root cannot have commands (new string), or NULL. */
 char		*tr_refuse_root(const char *root);
 /* The session's temp space (new string), or NULL (logged). */
@@ -110,8 +118,27 @@ json_t		*tr_group_leave(struct tr_group *);
 void		 tr_groups_end(void);
 /* Workspaces with commands running now. */
 size_t		 tr_groups_count(void);
+/* True if a command runs now whose workspace's agent cache is dir. */
+int		 tr_group_busy(const char *dir);
 /* At start: the checks a gbrd that died did not do. */
 void		 tr_audit_recover(const char *state_dir);
+
+/* tool-run-home.c */
+/* Works out the toolchain folders commands may read (tr.tc_reads). */
+void		 tr_home_setup(const struct config *);
+/* Hides the home's secret stores from every command, through add. */
+void		 tr_home_hide(void (*add)(const char *, int));
+/* tr.tc_reads as a JSON array (new). */
+json_t		*tr_home_json(void);
+
+/* tool-run-cache.c */
+/*
+ * The cache of a workspace, made and ready for a command (new string), or
+ * NULL with *cause. One found too big is cleared first, unless a command
+ * of the workspace runs now.
+ */
+char		*tr_cache_ready(const char *workspace, char **cause);
+void		 tr_cache_shutdown(void);
 
 /* tool-run-output.c */
 /* The runner's callbacks: the chunks, then the result, of a call. */

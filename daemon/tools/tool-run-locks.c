@@ -26,6 +26,7 @@
 
 #include "env.h"
 #include "lockaudit.h"
+#include "agentcache.h"
 #include "log.h"
 #include "pathgate.h"
 #include "runhold.h"
@@ -383,6 +384,26 @@ tr_groups_count(void)
 	TAILQ_FOREACH(g, &tr_groups, entry)
 		n++;
 	return n;
+}
+
+/* True if a command runs now whose workspace's agent cache is dir. */
+int
+tr_group_busy(const char *dir)
+{
+	struct tr_group	*g;
+	char		*d;
+	int		 same;
+
+	TAILQ_FOREACH(g, &tr_groups, entry) {
+		if (g->workspace == NULL ||
+		    (d = agentcache_dir(g->workspace)) == NULL)
+			continue;
+		same = strcmp(d, dir) == 0;
+		free(d);
+		if (same)
+			return 1;
+	}
+	return 0;
 }
 
 /*

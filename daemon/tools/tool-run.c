@@ -188,10 +188,11 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 	struct tool_run		*r = NULL;
 	const struct tool_def	*def = NULL;
 	const char		*s, *code, *input = NULL, *why, *lang;
-	const char		*rw[3], *ro[TR_RO_MAX];
+	const char		*rw[4], *ro[TR_RO_MAX];
 	char			*tmp_sub[2] = { NULL, NULL };
 	struct tr_locks		 locks;
 	char			**argv = NULL, **envp = NULL, *stmp = NULL;
+	char			*cache = NULL;
 	size_t			 len, input_len = 0, i, nro = 0;
 	json_int_t		 t;
 	enum tr_tool		 which;
@@ -290,6 +291,13 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 	}
 	rw[1] = tmp_sub[0] = xasprintf("%s/tmp", stmp);
 	rw[2] = tmp_sub[1] = xasprintf("%s/shm", stmp);
+	if ((cache = tr_cache_ready(env_workspace(ctx->env), &why_s)) == NULL) {
+		tr_fail(kind, reason, GBR_ERR_UNAVAILABLE, "%s: the agent's "
+		    "package cache cannot be made: %s", tool, why_s);
+		free(why_s);
+		goto out;
+	}
+	rw[3] = cache;
 	for (i = 1; i < (size_t)sandbox_nroots(ctx->sandbox); i++) {
 		if (sandbox_root_inside(ctx->sandbox, (int)i) == NULL &&
 		    nro < TR_RO_MAX)
@@ -298,6 +306,9 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 	for (i = 0; tr.read_paths != NULL && tr.read_paths[i] != NULL &&
 	    nro < TR_RO_MAX; i++)
 		ro[nro++] = tr.read_paths[i];
+	for (i = 0; tr.tc_reads != NULL && tr.tc_reads[i] != NULL &&
+	    nro < TR_RO_MAX; i++)
+		ro[nro++] = tr.tc_reads[i];
 	/* Never writable by a child: what decides the sandbox (tr_lockset). */
 	tr_lockset(ctx, rw[0], &locks);
 	if (locks.full || nro >= TR_RO_MAX) {
@@ -308,7 +319,7 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 		    "rather than many files", tool, TR_RO_MAX);
 		goto out;
 	}
-	envp = tr_build_env(ctx, stmp);
+	envp = tr_build_env(ctx, stmp, cache);
 	o.argv = (const char *const *)argv;
 	o.envp = (const char *const *)envp;
 	o.cwd = rw[0];
@@ -323,7 +334,7 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 	o.limits.processes = tr.processes;
 	o.limits.open_files = tr.open_files;
 	o.rw_paths = rw;
-	o.nrw = 3;
+	o.nrw = 4;
 	o.ro_paths = ro;
 	o.nro = nro;
 	o.ro_binds = (const char *const *)locks.v;
@@ -360,6 +371,7 @@ out:
 	tool_run_strv_free(envp);
 	tr_locks_free(&locks);
 	free(stmp);
+	free(cache);
 	free(tmp_sub[0]);
 	free(tmp_sub[1]);
 	return rc;
@@ -465,6 +477,7 @@ tr_caps(const struct config *cfg)
 	tool_run_strv_free(tr.read_paths);
 	tr.pass_env = tr_list(cfg->exec_pass_env);
 	tr.read_paths = tr_list(cfg->exec_read_paths);
+	tr.cache_max = cfg->exec_cache_max_bytes;
 }
 
 /*
@@ -479,7 +492,7 @@ tr_own_add(const char *path, int dir)
 	for (i = 0; i < tr.nhide; i++)
 		if (strcmp(tr.hide[i], path) == 0)
 			return;
-	if (tr.nhide >= TR_OWN_MAX)
+	if (tr.nhide >= TR_HIDE_MAX)
 		return;
 	tr.hide[tr.nhide++] = xstrdup(path);
 	if (dir && tr.nown < TR_OWN_MAX)
@@ -559,6 +572,8 @@ tool_run_init(struct event_base *base, const struct config *cfg,
 	d = xasprintf("/tmp/gbr-%lu", (unsigned long)getuid());
 	tr_own_add(d, 1);
 	free(d);
+	tr_home_hide(tr_own_add);
+	tr_home_setup(cfg);
 	tr_runner_config(cfg, &rc, (const char *const *)tr.hide, tr.nhide,
 	    state_dir != NULL ? inst : NULL);
 	if (runner_init(base, &rc, cause) != 0)
@@ -574,6 +589,7 @@ tool_run_reconfigure(const struct config *cfg)
 	struct runner_config	rc;
 
 	tr_caps(cfg);
+	tr_home_setup(cfg);
 	/* The hidden files stay those given at start. */
 	tr_runner_config(cfg, &rc, NULL, 0, NULL);
 	runner_reconfigure(&rc);
@@ -591,12 +607,14 @@ tool_run_shutdown(void)
 	while ((r = TAILQ_FIRST(&tr_live)) != NULL)
 		tr_run_free(r);
 	tr_groups_end();
+	tr_cache_shutdown();
 	free(tr.audit_dir);
 	if (tr.tmp != NULL && tr_rmtree(tr.tmp) != 0)
 		log_warn("tool-run: %s was not removed completely", tr.tmp);
 	free(tr.tmp);
 	tool_run_strv_free(tr.pass_env);
 	tool_run_strv_free(tr.read_paths);
+	tool_run_strv_free(tr.tc_reads);
 	for (i = 0; i < sizeof tr.schemas / sizeof tr.schemas[0]; i++)
 		json_decref(tr.schemas[i]);
 	for (i = 0; i < tr.nown; i++)
@@ -617,6 +635,7 @@ tool_run_status(void)
 	json_object_set_new(o, "temp", json_string(runner_namespaces() ?
 	    "per session: /tmp and /dev/shm are the session's own" :
 	    "per session: TMPDIR is the session's own; no /dev/shm"));
+	json_object_set_new(o, "toolchain_reads", tr_home_json());
 	json_object_set_new(o, "protected_checks", json_pack("{s:I, s:I, s:I}",
 	    "workspaces_running", (json_int_t)tr_groups_count(),
 	    "checks", (json_int_t)tr.audits,

@@ -118,6 +118,17 @@ int		 tool_run_call(const struct tool_run_ctx *, const char *tool,
  * /tmp and /dev/shm) is removed.
  */
 void		 tool_run_session_end(const char *session);
+/*
+ * The agent's package caches (tool-run-cache.c): the size of a
+ * workspace's, or of every one for NULL ({base, caches: [{path, bytes,
+ * files, complete}], bytes, max_bytes, complete}); and their removal
+ * ({cleaned: [path]}), refused while a command that uses one runs. Each
+ * returns a new reference, or NULL with *cause (and *busy 1 if a command
+ * that uses one runs).
+ */
+json_t		*tool_run_cache_du(const char *workspace, char **cause);
+json_t		*tool_run_cache_clean(const char *workspace, int *busy,
+		    char **cause);
 /* Ends a call early: done runs later with the error cancelled. */
 void		 tool_run_cancel(struct tool_run *);
 /* The pid of the call's child (gbr-exec), or -1 while it waits for a slot. */

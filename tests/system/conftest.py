@@ -160,6 +160,8 @@ class Daemon:
                         GBR_CONFIG=self.config or os.path.join(root, "no-such.conf"),
                         ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
                         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=99")
+        # The agent's package caches (agentcache.h) go with the test.
+        self.env["XDG_CACHE_HOME"] = os.path.join(root, "xdg-cache")
         if config is None:
             # No config file: the built-in defaults.
             self.env.pop("GBR_CONFIG")

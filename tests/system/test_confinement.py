@@ -650,3 +650,28 @@ def test_seccomp_alone_keeps_the_supervisor_alive(make_daemon):
     assert r["sandbox"]["supervised"] and r["sandbox"]["seccomp"]
     time.sleep(0.3)
     assert not alive(m), "the supervisor was killed and the run's leftover lived"
+
+
+def test_closing_a_session_stops_its_commands(gbrd):
+    """A closed session's command does not run on to its timeout, with
+    its temp space gone from under it."""
+    ws = workspace(gbrd)
+    c, sid = session(gbrd, ws)
+    m = marker()
+    rid = c.request("tool.call", {"session": sid, "tool": "run_script", "args": {
+        "language": "sh", "code": "sleep %s" % m, "timeout_ms": 600000}})
+    deadline = time.time() + 15
+    while time.time() < deadline and not alive(m):
+        time.sleep(0.05)
+    assert alive(m)
+    r = gbrd.conn().call("session.close", {"session": sid})
+    assert "result" in r, r
+    deadline = time.time() + 15
+    while time.time() < deadline and alive(m):
+        time.sleep(0.05)
+    assert not alive(m), "the closed session's command still runs"
+    while True:
+        resp = c.recv()
+        if resp.get("id") == rid:
+            break
+    assert resp["error"]["data"]["kind"] in ("cancelled", "session_not_found"), resp
