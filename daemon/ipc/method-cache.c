@@ -13,6 +13,7 @@
 #include "methods.h"
 #include "session.h"
 #include "tool-run.h"
+#include "xmalloc.h"
 
 /*
  * The workspace of params (session or workspace; neither: every one) into
@@ -50,24 +51,44 @@ method_cache_workspace(struct request *req, json_t *params, char *path)
 	return 0;
 }
 
+/* A cache.du waiting for its thread. */
+struct cache_du_req {
+	struct request	*req;
+	char		 workspace[PATH_MAX];
+};
+
+/* The thread has measured: the answer. */
+static void
+method_cache_du_done(void *arg, json_t *result)
+{
+	struct cache_du_req	*r = arg;
+
+	if (r->workspace[0] != '\0')
+		json_object_set_new(result, "workspace",
+		    json_string(r->workspace));
+	request_reply(r->req, json_incref(result));
+	free(r);
+}
+
 /* cache.du {session? | workspace?} */
 void
 method_cache_du(struct request *req, json_t *params)
 {
-	char	 path[PATH_MAX], *cause;
-	json_t	*o;
+	struct cache_du_req	*r;
+	char			*cause;
 
-	if (method_cache_workspace(req, params, path) != 0)
-		return;
-	if ((o = tool_run_cache_du(path[0] != '\0' ? path : NULL,
-	    &cause)) == NULL) {
-		request_error(req, GBR_ERR_UNAVAILABLE, NULL, "%s", cause);
-		free(cause);
+	r = xcalloc(1, sizeof *r);
+	r->req = req;
+	if (method_cache_workspace(req, params, r->workspace) != 0) {
+		free(r);
 		return;
 	}
-	if (path[0] != '\0')
-		json_object_set_new(o, "workspace", json_string(path));
-	request_reply(req, o);
+	if (tool_run_cache_du(r->workspace[0] != '\0' ? r->workspace : NULL,
+	    method_cache_du_done, r, &cause) != 0) {
+		request_error(req, GBR_ERR_UNAVAILABLE, NULL, "%s", cause);
+		free(cause);
+		free(r);
+	}
 }
 
 /* cache.clean {session? | workspace?} */

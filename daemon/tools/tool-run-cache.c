@@ -8,7 +8,8 @@
  * that workspace that finds none of its commands running (a running
  * build is never pulled from under itself). Clearing renames the folder
  * aside on the loop (one system call) and removes it on a thread.
- * Cleanable by hand: cache.du and cache.clean (tool-run.h).
+ * Cleanable by hand: cache.du (measured on a thread; the loop answers)
+ * and cache.clean (tool-run.h).
  *
  * Bounds: at most TR_CACHE_SLOTS workspaces remembered (the oldest slot
  * is reused), a walk stops after TR_CACHE_WALK entries (the size is then
@@ -28,6 +29,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "agentcache.h"
 #include "log.h"
@@ -315,35 +318,111 @@ tr_cache_list(const char *workspace, char **cause)
 	return v;
 }
 
-/* cache.du (see tool-run.h). */
-json_t *
-tool_run_cache_du(const char *workspace, char **cause)
+/* A cache.du on its thread: what it measures, then the loop's answer. */
+struct tr_du {
+	char		**dirs;
+	struct tr_walk	 *w;
+	size_t		  n;
+	uint64_t	  max;
+	struct event	 *ev;
+	tool_run_du_cb	  cb;
+	void		 *arg;
+};
+
+static pthread_mutex_t	tr_du_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t	tr_du_cond = PTHREAD_COND_INITIALIZER;
+static unsigned		tr_du_running;	/* threads measuring for cache.du */
+
+/* Back on the loop: the answer. */
+static void
+tr_du_done(evutil_socket_t fd, short what, void *arg)
 {
-	struct tr_walk	 w;
+	struct tr_du	*j = arg;
 	json_t		*a, *o;
-	char		**v, *base;
 	uint64_t	 total = 0;
+	char		*base;
 	size_t		 i;
 	int		 complete = 1;
 
-	if ((v = tr_cache_list(workspace, cause)) == NULL)
-		return NULL;
+	(void)fd;
+	(void)what;
 	a = json_array();
-	for (i = 0; v[i] != NULL; i++) {
-		w = tr_walk(v[i], 0);
-		total += w.bytes;
-		complete &= w.complete;
+	for (i = 0; i < j->n; i++) {
+		total += j->w[i].bytes;
+		complete &= j->w[i].complete;
 		json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:b}",
-		    "path", v[i], "bytes", (json_int_t)w.bytes,
-		    "files", (json_int_t)w.files, "complete", w.complete));
+		    "path", j->dirs[i], "bytes", (json_int_t)j->w[i].bytes,
+		    "files", (json_int_t)j->w[i].files, "complete",
+		    j->w[i].complete));
 	}
-	tool_run_strv_free(v);
 	base = agentcache_base();
 	o = json_pack("{s:s?, s:o, s:I, s:I, s:b}", "base", base, "caches", a,
-	    "bytes", (json_int_t)total, "max_bytes", (json_int_t)tr.cache_max,
+	    "bytes", (json_int_t)total, "max_bytes", (json_int_t)j->max,
 	    "complete", complete);
 	free(base);
-	return o;
+	j->cb(j->arg, o);
+	json_decref(o);
+	event_free(j->ev);
+	tool_run_strv_free(j->dirs);
+	free(j->w);
+	free(j);
+}
+
+/* The thread: measures each cache, then wakes the loop. */
+static void *
+tr_du_main(void *arg)
+{
+	struct tr_du	*j = arg;
+	size_t		 i;
+
+	for (i = 0; i < j->n; i++)
+		j->w[i] = tr_walk(j->dirs[i], 0);
+	event_active(j->ev, EV_TIMEOUT, 0);
+	pthread_mutex_lock(&tr_du_lock);
+	tr_du_running--;
+	pthread_cond_broadcast(&tr_du_cond);
+	pthread_mutex_unlock(&tr_du_lock);
+	return NULL;
+}
+
+/* cache.du (see tool-run.h). */
+int
+tool_run_cache_du(const char *workspace, tool_run_du_cb cb, void *arg,
+    char **cause)
+{
+	struct tr_du	*j;
+
+	if (tr.base == NULL) {
+		*cause = xstrdup("the runner is not set up");
+		return -1;
+	}
+	j = xcalloc(1, sizeof *j);
+	if ((j->dirs = tr_cache_list(workspace, cause)) == NULL) {
+		free(j);
+		return -1;
+	}
+	while (j->dirs[j->n] != NULL)
+		j->n++;
+	j->w = xcalloc(j->n + 1, sizeof *j->w);
+	j->max = tr.cache_max;
+	j->cb = cb;
+	j->arg = arg;
+	j->ev = event_new(tr.base, -1, 0, tr_du_done, j);
+	pthread_mutex_lock(&tr_du_lock);
+	tr_du_running++;
+	pthread_mutex_unlock(&tr_du_lock);
+	if (tr_thread(tr_du_main, j) != 0) {
+		pthread_mutex_lock(&tr_du_lock);
+		tr_du_running--;
+		pthread_mutex_unlock(&tr_du_lock);
+		event_free(j->ev);
+		tool_run_strv_free(j->dirs);
+		free(j->w);
+		free(j);
+		*cause = xstrdup("no thread could be started to measure it");
+		return -1;
+	}
+	return 0;
 }
 
 /* cache.clean (see tool-run.h). */
@@ -379,11 +458,20 @@ tool_run_cache_clean(const char *workspace, int *busy, char **cause)
 	return json_pack("{s:o}", "cleaned", a);
 }
 
-/* Forgets the slots (at shutdown; a thread may still hold one). */
+/*
+ * Forgets the slots (at shutdown; a measuring thread may still hold one),
+ * after the cache.du threads, whose answers would need the loop, are done
+ * (each walk is bounded).
+ */
 void
 tr_cache_shutdown(void)
 {
 	size_t	i;
+
+	pthread_mutex_lock(&tr_du_lock);
+	while (tr_du_running > 0)
+		pthread_cond_wait(&tr_du_cond, &tr_du_lock);
+	pthread_mutex_unlock(&tr_du_lock);
 
 	for (i = 0; i < TR_CACHE_SLOTS; i++)
 		if (!atomic_load(&tr_slots[i].running)) {

@@ -24,6 +24,7 @@
 #include "tool-run.h"
 
 struct config;
+struct event_base;
 
 #define TR_RO_MAX	120		/* read-only paths or binds of one call */
 #define TR_OWN_MAX	16		/* gbrd's own folders (tr_own_add) */
@@ -67,6 +68,7 @@ struct tr_locks {
 /* The module's state (tool-run.c). */
 struct tr_state {
 	int		 ready;
+	struct event_base *base;
 	char		*tmp;		/* the private temp folder */
 	unsigned	 max_timeout_ms;
 	size_t		 max_output;

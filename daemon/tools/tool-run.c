@@ -516,6 +516,7 @@ tool_run_init(struct event_base *base, const struct config *cfg,
 		    NULL)) == NULL)
 			fatalx("tool-run: schema of %s", tr_defs[i].name);
 	tr_caps(cfg);
+	tr.base = base;
 	if (state_dir != NULL) {
 		tmpl = xasprintf("%s/run-tmp", state_dir);
 		if (tr_rmtree(tmpl) != 0 || mkdir(tmpl, 0700) != 0) {

@@ -119,14 +119,16 @@ int		 tool_run_call(const struct tool_run_ctx *, const char *tool,
  */
 void		 tool_run_session_end(const char *session);
 /*
- * The agent's package caches (tool-run-cache.c): the size of a
- * workspace's, or of every one for NULL ({base, caches: [{path, bytes,
- * files, complete}], bytes, max_bytes, complete}); and their removal
- * ({cleaned: [path]}), refused while a command that uses one runs. Each
- * returns a new reference, or NULL with *cause (and *busy 1 if a command
- * that uses one runs).
+ * The agent's package caches (tool-run-cache.c). The size of a
+ * workspace's, or of every one for NULL, is measured on a thread; cb gets
+ * {base, caches: [{path, bytes, files, complete}], bytes, max_bytes,
+ * complete} (borrowed) on the loop, later. Returns 0, or -1 with *cause.
+ * Their removal returns {cleaned: [path]} (new reference), or NULL with
+ * *cause (and *busy 1 if a command that uses one runs).
  */
-json_t		*tool_run_cache_du(const char *workspace, char **cause);
+typedef void	(*tool_run_du_cb)(void *arg, json_t *result);
+int		 tool_run_cache_du(const char *workspace, tool_run_du_cb cb,
+		    void *arg, char **cause);
 json_t		*tool_run_cache_clean(const char *workspace, int *busy,
 		    char **cause);
 /* Ends a call early: done runs later with the error cancelled. */

@@ -276,7 +276,7 @@ def agent_turn(make_daemon, fake, ws, spec):
     return d, c, end
 
 
-@pytest.mark.parametrize("which", ["rust", "go", "python", "node", "make"])
+@pytest.mark.parametrize("which", ["rust", "go", "python", "node", "cmake", "make"])
 def test_an_agent_turn_gets_the_errors_and_its_fix_passes(make_daemon, tmp_path, which):
     ws, spec = project(str(tmp_path), which)
     fake = FakeLLM()
@@ -295,3 +295,23 @@ def test_an_agent_turn_gets_the_errors_and_its_fix_passes(make_daemon, tmp_path,
         assert spec["check"] in reqs[0].system(), reqs[0].system()
     finally:
         fake.close()
+
+
+def test_a_project_made_after_the_session_is_seen(make_daemon, tmp_path):
+    """The default's choice is watched: a Cargo.toml that appears in the
+    workspace of an open session makes it a Rust session."""
+    ws = os.path.realpath(str(tmp_path / "later"))
+    os.makedirs(ws)
+    d = start(make_daemon)
+    c = d.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    assert c.call("env.show", {"session": sid})["result"]["ecosystem"] is None
+    write(ws, "Cargo.toml", '[package]\nname = "later"\nversion = "0.1.0"\n')
+    deadline = time.time() + 15
+    shown = None
+    while time.time() < deadline:
+        shown = d.conn().call("env.show", {"session": sid})["result"]
+        if shown["ecosystem"] == "rust":
+            break
+        time.sleep(0.1)
+    assert shown["ecosystem"] == "rust" and shown["check_command"] == "cargo check", shown
