@@ -26,6 +26,7 @@
 #include "env-int.h"
 #include "osdep-fs.h"
 #include "pathgate.h"
+#include "secrets.h"
 #include "sandbox.h"
 #include "utf8.h"
 #include "xmalloc.h"
@@ -378,6 +379,7 @@ env_default_prompt(const struct env *e)
 int
 env_finish(struct env *e, const char *workspace, char **cause)
 {
+	const char *why_c;
 	char	*ws, *path, *real, *data, *why, *rel;
 	size_t	 i, len;
 	int	 fd;
@@ -437,6 +439,14 @@ env_finish(struct env *e, const char *workspace, char **cause)
 			free(real);
 			return env_key_error(e, K_RO_ROOTS, cause,
 			    "read_only_roots: '%s' is not a folder", e->ro_given.v[i]);
+		}
+		if ((why_c = secrets_refuse(real, NULL)) != NULL) {
+			env_key_error(e, K_RO_ROOTS, cause, "read_only_roots: "
+			    "'%s' (%s): %s, and a profile cannot open the "
+			    "home's secrets to the agent", e->ro_given.v[i],
+			    real, why_c);
+			free(real);
+			return -1;
 		}
 		env_strs_add(&e->ro, real);
 		free(real);

@@ -18,9 +18,10 @@
  * candidate is left out (and logged). `[exec] toolchain_reads = off`
  * drops all of it.
  *
- * The secret stores are also hidden from every command where there is a
- * mount namespace (an empty folder or /dev/null over each), so that they
- * stay out of reach without Landlock and in a workspace that holds them.
+ * The secret stores (secrets.h) are also hidden from every command where
+ * there is a mount namespace (an empty folder or /dev/null over each), so
+ * that they stay out of reach without Landlock and in a workspace that
+ * holds them.
  */
 #include "gbr-config.h"
 
@@ -32,25 +33,11 @@
 
 #include "config.h"
 #include "log.h"
+#include "secrets.h"
 #include "tool-run-int.h"
 #include "xmalloc.h"
 
 #define TR_TC_MAX	48		/* toolchain folders a command may read */
-
-/* The secret stores, relative to the home. */
-static const char *const tr_secrets[] = {
-	".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube",
-	".docker", ".netrc", ".git-credentials", ".config/git/credentials",
-	".config/gh", ".config/hub", ".pypirc", ".npmrc", ".yarnrc",
-	".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
-	".m2/settings.xml", ".gradle/gradle.properties", ".password-store",
-	".local/share/keyrings", ".local/share/kwalletd", ".pki",
-	".mozilla", ".config/google-chrome", ".config/chromium",
-	".config/BraveSoftware", ".bash_history", ".zsh_history",
-	".python_history", ".node_repl_history", ".psql_history",
-	".mysql_history", ".sqlite_history", ".lesshst", ".viminfo",
-	".local/share/fish/fish_history",
-};
 
 /* The usual installation roots, relative to the home. */
 static const char *const tr_roots[] = {
@@ -76,40 +63,16 @@ tr_beneath(const char *a, const char *b)
 	return strncmp(a, b, n) == 0 && (a[n] == '/' || a[n] == '\0');
 }
 
-/* The home, as a real path (new string), or NULL. */
-static char *
-tr_home(void)
-{
-	const char	*h = getenv("HOME");
-	char		 p[PATH_MAX];
-
-	if (h == NULL || h[0] != '/' || realpath(h, p) == NULL)
-		return NULL;
-	return xstrdup(p);
-}
-
 /* Why a candidate may not be read, or NULL. */
 static const char *
 tr_tc_refused(const char *c, const char *home)
 {
-	char	*s;
-	size_t	 i;
-	int	 bad;
+	size_t	i;
 
-	if (home != NULL && tr_beneath(home, c))
-		return "it holds the home";
 	for (i = 0; i < tr.nown; i++)
 		if (tr_beneath(c, tr.own[i]) || tr_beneath(tr.own[i], c))
 			return "it holds or is inside one of gbrd's own folders";
-	for (i = 0; home != NULL && i < sizeof tr_secrets /
-	    sizeof tr_secrets[0]; i++) {
-		s = xasprintf("%s/%s", home, tr_secrets[i]);
-		bad = tr_beneath(c, s) || tr_beneath(s, c);
-		free(s);
-		if (bad)
-			return "it holds or is inside a secret store";
-	}
-	return NULL;
+	return home != NULL ? secrets_refuse(c, home) : NULL;
 }
 
 /* Adds a folder (a real path) to v[*n] unless refused or already read. */
@@ -186,7 +149,7 @@ tr_home_setup(const struct config *cfg)
 	tr.tc_reads = NULL;
 	if (!cfg->exec_toolchain_reads)
 		return;
-	home = tr_home();
+	home = secrets_home();
 	if ((pe = getenv("PATH")) != NULL) {
 		path = xstrdup(pe);
 		for (tok = strtok_r(path, ":", &save); tok != NULL;
@@ -215,13 +178,15 @@ tr_home_setup(const struct config *cfg)
 void
 tr_home_hide(void (*add)(const char *, int))
 {
-	char	*home, *s;
-	size_t	 i;
+	const char *const *v;
+	char		*home, *s;
+	size_t		 i, n;
 
-	if ((home = tr_home()) == NULL)
+	if ((home = secrets_home()) == NULL)
 		return;
-	for (i = 0; i < sizeof tr_secrets / sizeof tr_secrets[0]; i++) {
-		s = xasprintf("%s/%s", home, tr_secrets[i]);
+	v = secrets_stores(&n);
+	for (i = 0; i < n; i++) {
+		s = xasprintf("%s/%s", home, v[i]);
 		add(s, 0);
 		free(s);
 	}

@@ -363,3 +363,28 @@ def test_a_cache_over_its_bound_is_cleared(make_daemon, home):
     assert not os.path.exists(big)
     assert os.path.isdir(os.path.join(cache, "cargo"))
     assert "was over 16777216 bytes: cleared" in d.log()
+
+
+def test_a_profile_cannot_open_a_secret_store(make_daemon, home):
+    """A workspace's profile (a cloned repository's, say) naming ~/.ssh or
+    the home as a read-only root is refused; the file tools never read
+    the key."""
+    cans = canaries(home, None)
+    d = start(make_daemon, home, "nons")
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    for root in (os.path.join(home, ".ssh"), home, "/"):
+        ws = os.path.join(d.root, "ws-%d" % len(root))
+        write(os.path.join(ws, ".gbr_envs", "default.ini"),
+              "[env]\nread_only_roots = %s\n" % root)
+        r = d.conn().call("session.create", {"workspace": os.path.realpath(ws)})
+        if "result" in r:
+            sid = r["result"]["id"]
+            shown = d.conn().call("env.show", {"session": sid})
+            assert "error" in shown and "secret" in shown["error"]["message"], shown
+            rr = d.conn().call("tool.call", {"session": sid, "tool": "read_file",
+                                             "args": {"path": key}})
+            assert "error" in rr, rr
+            assert cans[key] not in json.dumps(rr)
+        else:
+            assert r["error"]["data"]["kind"] == "invalid_env", r
+            assert "secret" in r["error"]["message"], r

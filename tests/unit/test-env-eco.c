@@ -4,7 +4,8 @@
  * commands that ask, its knowledge base (read-only roots in the agent's
  * cache, made; folders in the workspace, named in the prompt) and shows
  * in env_to_json; the first match wins; `extends = builtin` keeps every
- * default but the keys the file gives.
+ * default but the keys the file gives; and no profile makes a secret
+ * store of the home, or a folder that holds one, a read-only root.
  */
 #include "gbr-config.h"
 
@@ -312,6 +313,50 @@ check_extends(void)
 	env_unref(e);
 }
 
+/* A profile cannot make the home's secrets read-only roots. */
+static void
+check_secret_roots(void)
+{
+	/* Under the home ("" is the home itself), and "/" above it. */
+	static const char *const bad[] = { "/.ssh", "/.ssh/keys", "",
+	    "/.config", "/.config/gbr", NULL };
+	struct env	*e;
+	char		 home[300], line[700], root[400], *cause;
+	size_t		 i;
+	int		 r;
+
+	fresh();
+	snprintf(home, sizeof home, "%s/home", ws);
+	put("home/.ssh/keys/id", "secret\n");
+	put("home/.config/gbr/gbrd.env", "KEY=x\n");
+	put("home/src/lib/a.c", "int a;\n");
+	setenv("HOME", home, 1);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		if (bad[i] != NULL)
+			snprintf(root, sizeof root, "%s%s", home, bad[i]);
+		else
+			snprintf(root, sizeof root, "/");
+		snprintf(line, sizeof line, "[env]\nread_only_roots = %s\n",
+		    root);
+		put(".gbr_envs/default.ini", line);
+		e = NULL;
+		cause = NULL;
+		r = env_load(ws, NULL, &e, &cause);
+		CHECK(r == -1 && cause != NULL && strstr(cause, ":2:") != NULL &&
+		    strstr(cause, "secret") != NULL, "read_only_roots = %s is "
+		    "refused (%s)", root, cause != NULL ? cause : "loaded");
+		free(cause);
+		env_unref(e);
+	}
+	snprintf(line, sizeof line, "[env]\nread_only_roots = %s/src/lib\n",
+	    home);
+	put(".gbr_envs/default.ini", line);
+	e = load();
+	CHECK(e != NULL, "a folder of the home that holds no secret may be one");
+	env_unref(e);
+	unsetenv("HOME");
+}
+
 int
 main(void)
 {
@@ -321,6 +366,7 @@ main(void)
 	setenv("XDG_CACHE_HOME", cache, 1);
 	check_ecosystems();
 	check_extends();
+	check_secret_roots();
 	nftw(ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	nftw(cache, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return unit_done();

@@ -1,0 +1,79 @@
+/*
+ * The secret stores of a home (see secrets.h).
+ */
+#include "gbr-config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "secrets.h"
+#include "xmalloc.h"
+
+static const char *const secrets_list[] = {
+	".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube",
+	".docker", ".netrc", ".git-credentials", ".config/git/credentials",
+	".config/gh", ".config/hub", ".pypirc", ".npmrc", ".yarnrc",
+	".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+	".m2/settings.xml", ".gradle/gradle.properties", ".password-store",
+	".local/share/keyrings", ".local/share/kwalletd", ".pki",
+	".mozilla", ".config/google-chrome", ".config/chromium",
+	".config/BraveSoftware", ".bash_history", ".zsh_history",
+	".python_history", ".node_repl_history", ".psql_history",
+	".mysql_history", ".sqlite_history", ".lesshst", ".viminfo",
+	".local/share/fish/fish_history", ".config/gbr", ".local/state/gbr",
+};
+
+/* The list (see secrets.h). */
+const char *const *
+secrets_stores(size_t *n)
+{
+	*n = sizeof secrets_list / sizeof secrets_list[0];
+	return secrets_list;
+}
+
+/* The home, real (see secrets.h). */
+char *
+secrets_home(void)
+{
+	const char	*h = getenv("HOME");
+	char		 p[PATH_MAX];
+
+	if (h == NULL || h[0] != '/' || realpath(h, p) == NULL)
+		return NULL;
+	return xstrdup(p);
+}
+
+/* True if a is b or lies beneath it. */
+static int
+secrets_beneath(const char *a, const char *b)
+{
+	size_t	n = strlen(b);
+
+	if (n == 1 && b[0] == '/')
+		return 1;
+	return strncmp(a, b, n) == 0 && (a[n] == '/' || a[n] == '\0');
+}
+
+/* Why a folder may not be read by the agent (see secrets.h). */
+const char *
+secrets_refuse(const char *path, const char *home)
+{
+	const char	*why = NULL;
+	char		*h = NULL, *s;
+	size_t		 i;
+
+	if (home == NULL && (home = h = secrets_home()) == NULL)
+		return NULL;
+	if (secrets_beneath(home, path))
+		why = "it is the home or holds it";
+	for (i = 0; why == NULL && i < sizeof secrets_list /
+	    sizeof secrets_list[0]; i++) {
+		s = xasprintf("%s/%s", home, secrets_list[i]);
+		if (secrets_beneath(path, s) || secrets_beneath(s, path))
+			why = "it holds or is inside a secret store";
+		free(s);
+	}
+	free(h);
+	return why;
+}

@@ -1,0 +1,24 @@
+/*
+ * The secret stores of a home (~/.ssh, ~/.aws, keyrings, browser
+ * profiles, shell histories, gbr's own config and state, ...): the one
+ * list of what the agent must never reach. Commands get them hidden
+ * (tool-run-home.c); a profile may not make one, or a folder that holds
+ * one, a read-only root (env.c). doc/SANDBOX.md shows the list.
+ */
+#ifndef GBRD_SECRETS_H
+#define GBRD_SECRETS_H
+
+#include <stddef.h>
+
+/* The stores, relative to the home; *n gets their count. */
+const char *const	*secrets_stores(size_t *n);
+/* The home as a real path (new string), or NULL. */
+char			*secrets_home(void);
+/*
+ * Why the agent may not be given a folder (a real path) to read, or NULL:
+ * it is the home or a folder above it, or it holds or lies inside a
+ * secret store. home NULL: the home is looked up.
+ */
+const char		*secrets_refuse(const char *path, const char *home);
+
+#endif
