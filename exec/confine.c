@@ -120,6 +120,13 @@ ge_ll(long n, long a, long b, long c)
 #endif
 }
 
+/* What every run may read under Landlock. */
+static const char *const sys_ro[] = {
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/etc", "/opt", "/proc", "/sys", "/nix/store", "/gnu/store",
+	"/run/systemd/resolve",
+};
+
 /* The Landlock ABI the kernel offers, or 0. */
 static int GE_CHILD
 ge_ll_abi(void)
@@ -195,11 +202,6 @@ ge_ll_allow(int ruleset, const char *path, uint64_t rights, uint64_t handled,
 int GE_CHILD
 ge_landlock(const struct ge_opts *o, int tmp)
 {
-	static const char *const sys_ro[] = {
-		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-		"/etc", "/opt", "/proc", "/sys", "/nix/store", "/gnu/store",
-		"/run/systemd/resolve",
-	};
 	/*
 	 * Devices, all files. Not /dev/shm: the host's is shared by every
 	 * process of the machine; a run gets the session's (-t), or none.
@@ -249,6 +251,31 @@ ge_landlock(const struct ge_opts *o, int tmp)
 	(void)ge_close(rs);
 	return abi;
 }
+
+/*
+ * True if Landlock will be in force for the run and no path it may read
+ * or write holds path: the kernel keeps path out with no mount over it.
+ * The paths are compared as strings: gbrd gives real paths.
+ */
+int GE_CHILD
+ge_landlock_keeps_out(const struct ge_opts *o, const char *path)
+{
+	size_t	i;
+	int	j;
+
+	if (o->landlock == GE_OFF || ge_ll_abi() < 2)
+		return 0;
+	for (i = 0; i < sizeof sys_ro / sizeof sys_ro[0]; i++)
+		if (ge_under(path, sys_ro[i]))
+			return 0;
+	for (j = 0; j < o->rd.n; j++)
+		if (ge_under(path, o->rd.v[j]))
+			return 0;
+	for (j = 0; j < o->wr.n; j++)
+		if (ge_under(path, o->wr.v[j]))
+			return 0;
+	return 1;
+}
 #else
 /* Built without Landlock: "require" cannot be met. */
 int GE_CHILD
@@ -256,6 +283,15 @@ ge_landlock(const struct ge_opts *o, int tmp)
 {
 	if (o->landlock == GE_REQUIRE)
 		ge_fail("landlock-abi", EOPNOTSUPP);
+	return 0;
+}
+
+/* Without Landlock nothing is kept out but by a mount. */
+int GE_CHILD
+ge_landlock_keeps_out(const struct ge_opts *o, const char *path)
+{
+	(void)o;
+	(void)path;
 	return 0;
 }
 #endif

@@ -66,7 +66,7 @@
 
 #include "gbr-exec.h"
 
-#define GE_PATHS_MAX	128	/* -r, -w, -x and -R paths, each */
+#define GE_PATHS_MAX	128	/* -r, -w, -x, -X and -R paths, each */
 #define GE_STACK	(128 * 1024)	/* an init's or a target's stack */
 #define GE_GUARD	4096		/* below each stack, never mapped in */
 
@@ -118,7 +118,7 @@ struct ge_opts {
 	pid_t		 ppid;
 	long long	 cpu, as, fsize, nofile, nproc;
 	enum ge_mode	 landlock, ns, seccomp;
-	struct ge_paths	 rd, wr, hide, robind;
+	struct ge_paths	 rd, wr, hide, secret, robind;
 	int		 probe, server;
 	char	*const	*argv;
 };
@@ -533,6 +533,8 @@ const char * GE_CHILD
 		ge_nproc(const struct ge_opts *, int, int);
 void GE_CHILD	ge_limits(const struct ge_opts *);
 int GE_CHILD	ge_landlock(const struct ge_opts *, int);
+/* True if Landlock alone keeps the run out of path (see -X). */
+int GE_CHILD	ge_landlock_keeps_out(const struct ge_opts *, const char *);
 void		ge_filter_setup(const struct ge_opts *, pid_t);
 int GE_CHILD	ge_filter_apply(void);
 #ifdef GE_HAVE_CAPS

@@ -26,6 +26,9 @@
  *   -N MODE    namespaces: off, auto or require (see "Namespaces")
  *   -x PATH    hidden from the target (a file: /dev/null is bound over it;
  *              used for gbrd's socket and config); needs namespaces
+ *   -X PATH    a secret (~/.ssh): hidden as -x, unless Landlock is in
+ *              force and no path the target may read holds it (the
+ *              kernel keeps it out already, and a mount less is saved)
  *   -R PATH    made read-only by a bind mount (protected files inside a
  *              writable folder, .gbr_envs); needs namespaces
  *   -T         probe: set everything up, report it, exit 0 instead of
@@ -186,7 +189,7 @@ ge_add(struct ge_paths *p, const char *path)
 }
 
 /*
- * Parses the options (getopt's "+C:s:p:c:a:f:o:n:l:r:w:N:x:R:TS", by hand:
+ * Parses the options (getopt's "+C:s:p:c:a:f:o:n:l:r:w:N:x:X:R:TS", by hand:
  * the server parses one vector per run). Returns 0, or -1 with *why
  * pointing at a static reason and *bad at the offending word.
  */
@@ -226,7 +229,7 @@ ge_parse(struct ge_opts *o, int argc, char **argv, const char **why,
 				o->server = 1;
 			continue;
 		}
-		if (strchr("Cspcafonlrw NxRtFK", c) == NULL || c == ' ') {
+		if (strchr("Cspcafonlrw NxXRtFK", c) == NULL || c == ' ') {
 			*why = "unknown option";
 			return -1;
 		}
@@ -273,6 +276,7 @@ ge_parse(struct ge_opts *o, int argc, char **argv, const char **why,
 		case 'r': m = ge_add(&o->rd, val); break;
 		case 'w': m = ge_add(&o->wr, val); break;
 		case 'x': m = ge_add(&o->hide, val); break;
+		case 'X': m = ge_add(&o->secret, val); break;
 		case 'R': m = ge_add(&o->robind, val); break;
 		}
 		if (m < 0) {
@@ -329,7 +333,7 @@ usage(const char *why, const char *bad)
 	fprintf(stderr, "usage: gbr-exec [-C dir] [-s fd] [-p ppid] [-c cpu] "
 	    "[-a as] [-f fsize] [-o nofile] [-n nproc]\n"
 	    "                [-l off|auto|require] [-r path] [-w path] "
-	    "[-N off|auto|require] [-x path] [-R path] [-T]\n"
+	    "[-N off|auto|require] [-x path] [-X path] [-R path] [-T]\n"
 	    "                -- program [args...]\n"
 	    "       gbr-exec -S -s fd [-p ppid]\n"
 	    "gbr-exec is gbrd's helper: see the comment at the top of "

@@ -302,6 +302,27 @@ ge_hide_holds_run(const struct ge_opts *o, const struct ge_setup *su,
 	return 0;
 }
 
+/* Hides one path (-x, -X): an empty tmpfs over a folder, /dev/null over a file. */
+static void GE_CHILD
+ge_hide(const struct ge_opts *o, struct ge_setup *su, const char *path)
+{
+	struct stat	st;
+	int		r;
+
+	if (ge_stat(path, &st, 0) != 0)
+		return;		/* nothing there to reach */
+	if (S_ISDIR(st.st_mode) && ge_hide_holds_run(o, su, path))
+		return;		/* its socket file is hidden alone */
+	if (S_ISDIR(st.st_mode))
+		r = ge_mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV |
+		    MS_NOEXEC | MS_RDONLY, "size=4k,mode=000");
+	else
+		r = ge_mount("/dev/null", path, NULL, MS_BIND, NULL);
+	if (r != 0)
+		ge_fail("mount-hide", -r);
+	su->hidden++;
+}
+
 /*
  * In the new mount namespace: nothing propagates back to the host; the
  * session's temp space replaces /tmp and /dev/shm; each hidden folder is
@@ -319,23 +340,12 @@ ge_mounts(const struct ge_opts *o, struct ge_setup *su)
 	if ((r = ge_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) != 0)
 		ge_fail("mount-private", -r);
 	ge_mount_tmp(o, su);
-	for (i = 0; i < o->hide.n; i++) {
-		if (ge_stat(o->hide.v[i], &st, 0) != 0)
-			continue;	/* nothing there to reach */
-		if (S_ISDIR(st.st_mode) && ge_hide_holds_run(o, su,
-		    o->hide.v[i]))
-			continue;	/* its socket file is hidden alone */
-		if (S_ISDIR(st.st_mode))
-			r = ge_mount("tmpfs", o->hide.v[i], "tmpfs",
-			    MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-			    "size=4k,mode=000");
-		else
-			r = ge_mount("/dev/null", o->hide.v[i], NULL, MS_BIND,
-			    NULL);
-		if (r != 0)
-			ge_fail("mount-hide", -r);
-		su->hidden++;
-	}
+	for (i = 0; i < o->hide.n; i++)
+		ge_hide(o, su, o->hide.v[i]);
+	/* A secret needs a mount only where Landlock would let it be read. */
+	for (i = 0; i < o->secret.n; i++)
+		if (!ge_landlock_keeps_out(o, o->secret.v[i]))
+			ge_hide(o, su, o->secret.v[i]);
 	/* Chains first: a read-only bind must end up on top of them. */
 	ge_mount_chains(o, su);
 	for (i = 0; i < o->robind.n; i++) {

@@ -138,6 +138,7 @@ struct rn_runner {
 	char			*seccomp_why;	/* why there is no program */
 	char			*ns_why;	/* why "auto" went without namespaces */
 	struct rn_strv		 hide;
+	struct rn_strv		 secrets;
 	char			*instance;	/* "GBR_RUNNER=..." for children */
 	struct rn_list		 queued, running, finished;
 	unsigned		 nqueued, nrunning;

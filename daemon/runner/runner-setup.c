@@ -319,6 +319,10 @@ rn_set_hide(const struct runner_config *cfg)
 	for (i = 0; i < cfg->nhide && i < RN_PATHS_MAX; i++)
 		if (cfg->hide[i] != NULL && cfg->hide[i][0] == '/')
 			rn_strv_add(&rn.hide, cfg->hide[i]);
+	rn_strv_free(&rn.secrets);
+	for (i = 0; i < cfg->nsecrets && i < RN_PATHS_MAX; i++)
+		if (cfg->secrets[i] != NULL && cfg->secrets[i][0] == '/')
+			rn_strv_add(&rn.secrets, cfg->secrets[i]);
 }
 
 /* Sets the runner up. */

@@ -139,6 +139,10 @@ rn_build_argv(struct runner_job *j, const struct runner_opts *o,
 		rn_strv_add(&j->argv, "-x");
 		rn_strv_add(&j->argv, rn.hide.v[i]);
 	}
+	for (i = 0; i < rn.secrets.n; i++) {
+		rn_strv_add(&j->argv, "-X");
+		rn_strv_add(&j->argv, rn.secrets.v[i]);
+	}
 	for (i = 0; i < o->nro_binds; i++) {
 		rn_strv_add(&j->argv, "-R");
 		rn_strv_add(&j->argv, o->ro_binds[i]);

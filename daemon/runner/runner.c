@@ -736,6 +736,7 @@ runner_shutdown(void)
 	rn_event_free(&rn.ev_sigchld);
 	rn_event_free(&rn.ev_deliver);
 	rn_strv_free(&rn.hide);
+	rn_strv_free(&rn.secrets);
 	runfilter_shutdown();
 	free(rn.refusal);
 	free(rn.seccomp_why);

@@ -95,6 +95,9 @@ struct runner_config {
 	unsigned	 accept_risks;	/* RUNNER_RISK_* */
 	const char *const *hide;	/* files hidden from every job (gbrd's socket) */
 	size_t		 nhide;
+	/* Secrets (~/.ssh): hidden where Landlock would not keep them out. */
+	const char *const *secrets;
+	size_t		 nsecrets;
 	const char	*instance;	/* marks children for runner_sweep; NULL: none */
 	enum runner_spawn spawn;
 };

@@ -48,6 +48,8 @@ struct tr_cache_slot {
 	atomic_int	 running;	/* a thread measures it now */
 	atomic_int	 over;		/* the last measure found it too big */
 	uint64_t	 max;		/* the bound when the measure started */
+	dev_t		 dev;		/* the folder agentcache_make made */
+	ino_t		 ino;
 };
 
 static struct tr_cache_slot	tr_slots[TR_CACHE_SLOTS];
@@ -215,6 +217,8 @@ tr_cache_slot(const char *dir)
 	free(sl->dir);
 	sl->dir = xstrdup(dir);
 	sl->measured = 0;
+	sl->dev = 0;
+	sl->ino = 0;
 	atomic_store(&sl->over, 0);
 	return sl;
 }
@@ -224,6 +228,7 @@ char *
 tr_cache_ready(const char *workspace, char **cause)
 {
 	struct tr_cache_slot	*sl;
+	struct stat		 st;
 	char			*dir;
 	time_t			 now = time(NULL);
 
@@ -243,9 +248,21 @@ tr_cache_ready(const char *workspace, char **cause)
 		else
 			log_warn("tool-run: %s: %s", dir, strerror(errno));
 	}
-	if (agentcache_make(dir, cause) != 0) {
-		free(dir);
-		return NULL;
+	/*
+	 * Made once: the same folder of ours (lstat) needs no other look.
+	 * A command may have removed a subfolder; its tool makes it again.
+	 */
+	if (sl == NULL || sl->ino == 0 || lstat(dir, &st) != 0 ||
+	    !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    st.st_dev != sl->dev || st.st_ino != sl->ino) {
+		if (agentcache_make(dir, cause) != 0) {
+			free(dir);
+			return NULL;
+		}
+		if (sl != NULL && lstat(dir, &st) == 0) {
+			sl->dev = st.st_dev;
+			sl->ino = st.st_ino;
+		}
 	}
 	if (sl != NULL && !atomic_load(&sl->running) &&
 	    (sl->measured == 0 || now - sl->measured >= TR_CACHE_EVERY)) {

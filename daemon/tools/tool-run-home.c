@@ -174,9 +174,9 @@ tr_home_setup(const struct config *cfg)
 	memcpy(tr.tc_reads, v, (n + 1) * sizeof *v);
 }
 
-/* Hides the secret stores from every command (at start: tr_own_add). */
+/* The secret stores, for the runner's -X (at start: tr.secrets). */
 void
-tr_home_hide(void (*add)(const char *, int))
+tr_home_hide(void)
 {
 	const char *const *v;
 	char		*home, *s;
@@ -187,8 +187,10 @@ tr_home_hide(void (*add)(const char *, int))
 	v = secrets_stores(&n);
 	for (i = 0; i < n; i++) {
 		s = xasprintf("%s/%s", home, v[i]);
-		add(s, 0);
-		free(s);
+		if (tr.nsecrets < TR_HIDE_MAX)
+			tr.secrets[tr.nsecrets++] = s;
+		else
+			free(s);
 	}
 	free(home);
 }

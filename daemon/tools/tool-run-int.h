@@ -28,7 +28,7 @@ struct event_base;
 
 #define TR_RO_MAX	120		/* read-only paths or binds of one call */
 #define TR_OWN_MAX	16		/* gbrd's own folders (tr_own_add) */
-#define TR_HIDE_MAX	64		/* paths hidden from commands (tr_own_add) */
+#define TR_HIDE_MAX	64		/* the home's secret stores (secrets.h) */
 
 enum tr_tool {
 	TR_SCRIPT,
@@ -80,8 +80,10 @@ struct tr_state {
 	char		**tc_reads;	/* the toolchains' folders (tool-run-home.c) */
 	uint64_t	 cache_max;	/* [exec] cache_max_bytes */
 	json_t		*schemas[3];
-	char		*hide[TR_HIDE_MAX];	/* hidden from commands */
+	char		*hide[TR_OWN_MAX];	/* hidden from commands */
 	size_t		 nhide;
+	char		*secrets[TR_HIDE_MAX];	/* the home's (tool-run-home.c) */
+	size_t		 nsecrets;
 	char		*own[TR_OWN_MAX];	/* gbrd's own folders */
 	size_t		 nown;
 	char		*audit_dir;	/* STATE/audit: the checks' records */
@@ -128,8 +130,8 @@ void		 tr_audit_recover(const char *state_dir);
 /* tool-run-home.c */
 /* Works out the toolchain folders commands may read (tr.tc_reads). */
 void		 tr_home_setup(const struct config *);
-/* Hides the home's secret stores from every command, through add. */
-void		 tr_home_hide(void (*add)(const char *, int));
+/* The home's secret stores, hidden where Landlock does not keep them out. */
+void		 tr_home_hide(void);
 /* tr.tc_reads as a JSON array (new). */
 json_t		*tr_home_json(void);
 

@@ -461,12 +461,19 @@ tr_runner_config(const struct config *cfg, struct runner_config *rc,
 	    RUNNER_SPAWN_DIRECT;
 	rc->hide = hide;
 	rc->nhide = nhide;
+	if (hide != NULL) {
+		rc->secrets = (const char *const *)tr.secrets;
+		rc->nsecrets = tr.nsecrets;
+	}
 }
 
 /* Takes the per-call caps from gbrd.conf. */
 static void
 tr_caps(const struct config *cfg)
 {
+	char	*real;
+	size_t	 i;
+
 	tr.max_timeout_ms = cfg->exec_max_timeout_ms;
 	tr.max_output = (size_t)cfg->exec_max_output_bytes;
 	tr.processes = cfg->exec_max_processes;
@@ -477,6 +484,15 @@ tr_caps(const struct config *cfg)
 	tool_run_strv_free(tr.read_paths);
 	tr.pass_env = tr_list(cfg->exec_pass_env);
 	tr.read_paths = tr_list(cfg->exec_read_paths);
+	/*
+	 * Real paths: gbr-exec tells by their strings whether Landlock alone
+	 * keeps a secret store out (-X), so a symlink must not hide a home.
+	 */
+	for (i = 0; tr.read_paths != NULL && tr.read_paths[i] != NULL; i++)
+		if ((real = realpath(tr.read_paths[i], NULL)) != NULL) {
+			free(tr.read_paths[i]);
+			tr.read_paths[i] = real;
+		}
 	tr.cache_max = cfg->exec_cache_max_bytes;
 }
 
@@ -492,7 +508,7 @@ tr_own_add(const char *path, int dir)
 	for (i = 0; i < tr.nhide; i++)
 		if (strcmp(tr.hide[i], path) == 0)
 			return;
-	if (tr.nhide >= TR_HIDE_MAX)
+	if (tr.nhide >= TR_OWN_MAX)
 		return;
 	tr.hide[tr.nhide++] = xstrdup(path);
 	if (dir && tr.nown < TR_OWN_MAX)
@@ -573,7 +589,7 @@ tool_run_init(struct event_base *base, const struct config *cfg,
 	d = xasprintf("/tmp/gbr-%lu", (unsigned long)getuid());
 	tr_own_add(d, 1);
 	free(d);
-	tr_home_hide(tr_own_add);
+	tr_home_hide();
 	tr_home_setup(cfg);
 	tr_runner_config(cfg, &rc, (const char *const *)tr.hide, tr.nhide,
 	    state_dir != NULL ? inst : NULL);
@@ -622,6 +638,8 @@ tool_run_shutdown(void)
 		free(tr.own[i]);
 	for (i = 0; i < tr.nhide; i++)
 		free(tr.hide[i]);
+	for (i = 0; i < tr.nsecrets; i++)
+		free(tr.secrets[i]);
 	memset(&tr, 0, sizeof tr);
 }
 

@@ -388,3 +388,30 @@ def test_a_profile_cannot_open_a_secret_store(make_daemon, home):
         else:
             assert r["error"]["data"]["kind"] == "invalid_env", r
             assert "secret" in r["error"]["message"], r
+
+
+def test_a_workspace_that_holds_the_secrets_still_hides_them(make_daemon, home, mode):
+    """The home itself as the workspace: with a mount namespace the stores
+    are covered even though the allowed root holds them."""
+    if mode == "nons":
+        pytest.skip("Landlock alone lets the allowed root be read: "
+                    "SANDBOX.md, Known limits")
+    cans = canaries(home, None)
+    d = start(make_daemon, home, mode)
+    c, sid = session(d, home)
+    res = command(c, sid, ["/usr/bin/python3", "-c", READ_ALL] + list(cans))
+    for p, text in cans.items():
+        assert text not in res.get("stdout", ""), (p, res)
+    assert res["sandbox"]["hidden"] >= len([p for p in cans if "/.config/gbr/" not in p]) // 2, res
+
+
+def test_landlock_spares_the_mounts_it_does_not_need(make_daemon, home):
+    """With Landlock and a workspace that holds no store, no mount covers
+    them: the kernel keeps them out (the canaries stay unread)."""
+    cans = canaries(home, None)
+    d = start(make_daemon, home, "ns")
+    c, sid = session(d, workspace(d))
+    res = command(c, sid, ["/usr/bin/python3", "-c", READ_ALL] + list(cans))
+    for text in cans.values():
+        assert text not in res.get("stdout", ""), res
+    assert res["sandbox"]["hidden"] < len(cans) // 2, res["sandbox"]
