@@ -455,6 +455,31 @@ gbr_say_model(void)
 	json_decref(s);
 }
 
+/* The start-up line naming the ecosystem (see gbr-int.h). */
+void
+gbr_say_project(void)
+{
+	json_t		*e;
+	const char	*eco, *check;
+	char		*esc;
+
+	if (G.session == NULL || (e = gbr_call("env.show", json_pack("{s:s}",
+	    "session", G.session), NULL, 0)) == NULL)
+		return;
+	eco = json_string_value(json_object_get(e, "ecosystem"));
+	check = json_string_value(json_object_get(e, "check_command"));
+	if (eco != NULL) {
+		/* The check comes from a file of the workspace: escaped. */
+		esc = check != NULL ? render_escape(check, strlen(check), 0,
+		    200) : NULL;
+		gbr_say("%s* project: %s; after a change: %s%s\n",
+		    render_color(&G.rd, "dim"), eco, esc != NULL ? esc :
+		    "no check", render_color(&G.rd, "reset"));
+		free(esc);
+	}
+	json_decref(e);
+}
+
 /* /call METHOD [JSON]: any method, its result printed as JSON. */
 static void
 gbr_call_raw(const char *method, const char *params)

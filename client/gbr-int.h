@@ -218,6 +218,8 @@ void		 gbr_tool_forget(int);
 char		*gbr_request_id(void);
 /* Says which provider and model the session's next turn asks. */
 void		 gbr_say_model(void);
+/* The start-up line naming the project's ecosystem and its check. */
+void		 gbr_say_project(void);
 /* Forgets the messages queued while a turn ran; says so if there were. */
 void		 gbr_queue_clear(void);
 void		 gbr_tools_lost(void);

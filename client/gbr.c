@@ -925,6 +925,7 @@ main(int argc, char **argv)
 	gbr_say_sandbox();
 	if (G.tty) {
 		gbr_say_model();
+		gbr_say_project();
 		gbr_say("%s* %s (env %s); /help for commands, Ctrl-D detaches%s\n",
 		    render_color(&G.rd, "dim"), G.label + 4, G.env,
 		    render_color(&G.rd, "reset"));

@@ -1124,3 +1124,20 @@ def test_messages_typed_during_a_turn_are_queued(make_daemon, terms, ws):
              if m["role"] == "user"]
     assert users[-1] == "fourth one" and "never sent" not in users, users
     quit_repl(t)
+
+
+def test_the_start_names_the_project_and_its_check(make_daemon, terms, ws):
+    """A Rust folder: the REPL says so at start, with the check that runs
+    after each change; a folder of no known kind gets no such line."""
+    with open(os.path.join(ws, "Cargo.toml"), "w") as f:
+        f.write('[package]\nname = "app"\nversion = "0.1.0"\n')
+    d = make_daemon()
+    t = terms("eco", d.env, ws)
+    repl(t)
+    s = t.wait(r"\* project: rust; after a change: cargo check")
+    assert s.index("* project:") < s.index("Ctrl-D detaches")
+    plain = os.path.join(os.path.dirname(ws), "plain")
+    os.makedirs(plain)
+    t2 = terms("plain", d.env, plain)
+    repl(t2)
+    assert "* project:" not in t2.screen()
