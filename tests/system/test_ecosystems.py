@@ -1,6 +1,6 @@
 """The built-in default's ecosystems with the real toolchains of Debian's
 packages (contrib/install-deps): Rust (cargo), Go, Python (venv and
-pytest), Node.js (npm), CMake and make, each a sample project with a
+pytest; mypy where it is configured), Node.js (npm), CMake and make, each a sample project with a
 dependency that needs no network (vendored crates, a vendored Go module,
 a package in the venv, one in node_modules).
 
@@ -103,6 +103,20 @@ def python(ws):
                 api="def shout_it", kb=".venv")
 
 
+def python_mypy(ws):
+    """A typed project without tests: mypy, as configured, is the check."""
+    need("python3")
+    r = subprocess.run(["/usr/bin/python3", "-m", "mypy", "--version"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("Debian's mypy is not installed")
+    write(ws, "pyproject.toml", '[project]\nname = "app"\nversion = "0.1.0"\n\n'
+          '[tool.mypy]\nstrict = true\n')
+    good = "def loud(s: str) -> str:\n    return s.upper()\n"
+    bad = "def loud(s: str) -> int:\n    return s.upper()\n"
+    return dict(check="python3 -m mypy .", file="app.py", good=good, bad=bad,
+                api=None, kb=None)
+
+
 def node(ws):
     need("node", "npm")
     write(ws, "package.json", json.dumps({
@@ -141,8 +155,8 @@ def make(ws):
     return dict(check="make", file="main.c", good=C_GOOD, bad=C_BAD, api=None, kb=None)
 
 
-ECOS = {"rust": rust, "go": go, "python": python, "node": node, "cmake": cmake,
-        "make": make}
+ECOS = {"rust": rust, "go": go, "python": python, "python-mypy": python_mypy,
+        "node": node, "cmake": cmake, "make": make}
 
 
 @pytest.fixture(params=sorted(ECOS))
@@ -178,7 +192,7 @@ def test_the_default_check_passes_fails_and_passes_again(make_daemon, tmp_path, 
     c = d.conn()
     sid = c.call("session.create", {"workspace": ws})["result"]["id"]
     shown = c.call("env.show", {"session": sid})["result"]
-    assert shown["ecosystem"] == eco, shown
+    assert shown["ecosystem"] == eco.split("-")[0], shown
     assert shown["check_command"] == spec["check"], shown
     res = check(c, sid)
     assert res["exit_code"] == 0, (eco, res.get("stdout", "")[-3000:], res.get("stderr", "")[-3000:])
