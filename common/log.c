@@ -12,7 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef HAVE_SYSLOG_H
 #include <syslog.h>
+#else
+/* No syslog (Windows): LOG_DEST_SYSLOG writes to stderr. */
+#define LOG_ERR		3
+#define LOG_WARNING	4
+#define LOG_INFO	6
+#define LOG_DEBUG	7
+#define openlog(a, b, c)	((void)0)
+#define closelog()	((void)0)
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -124,10 +134,12 @@ log_emit(enum log_level level, const struct timespec *ts, const char *msg)
 	int		 n;
 	struct tm	 tm;
 
+#ifdef HAVE_SYSLOG_H
 	if (log_dest == LOG_DEST_SYSLOG) {
 		syslog(log_syslog_prio[level], "%s", msg);
 		return;
 	}
+#endif
 	if (log_journal)
 		n = snprintf(line, sizeof line, "<%d>", log_syslog_prio[level]);
 	else {

@@ -73,10 +73,13 @@ xstrdup(const char *s)
 char *
 xstrndup(const char *s, size_t n)
 {
+	size_t	 len = strnlen(s, n);
 	char	*p;
 
-	if ((p = strndup(s, n)) == NULL)
-		xmalloc_fail(n + 1);
+	/* Not strndup: Windows' C library has none. */
+	p = xmalloc(len + 1);
+	memcpy(p, s, len);
+	p[len] = '\0';
 	return p;
 }
 
