@@ -8,7 +8,7 @@
  *   gleam      gleam.toml                      gleam check
  *   rust       Cargo.toml                      cargo check
  *   go         go.mod                          go vet ./...
- *   python     pyproject.toml, setup.py,       ruff check . / mypy . when
+ *   python     pyproject.toml, setup.py,       ruff check . / mypy when
  *              setup.cfg, requirements.txt     configured, else pytest -q
  *                                              (the venv's python when
  *                                              .venv has one); no tests:
@@ -180,8 +180,13 @@ eco_python_check(const char *ws)
 	    "python3";
 	if (ruff)
 		c = xasprintf("%s -m ruff check .", py);
+	/*
+	 * mypy's cache goes by a file's size and its mtime in seconds: an
+	 * agent's edit of the same size within a second of the last check
+	 * (str to int) would pass unseen. Correct over fast.
+	 */
 	else if (mypy)
-		c = xasprintf("%s -m mypy .", py);
+		c = xasprintf("%s -m mypy --no-incremental .", py);
 	else if (eco_py_tests(ws))
 		c = xasprintf("%s -m pytest -q", py);
 	else

@@ -208,7 +208,7 @@ check_ecosystems(void)
 	one("a .venv with its python", "python", ".venv/bin/python -m pytest -q");
 	put("pyproject.toml", "[project]\nname = \"app\"\n\n[tool.mypy]\n"
 	    "strict = true\n");
-	one("[tool.mypy]", "python", ".venv/bin/python -m mypy .");
+	one("[tool.mypy]", "python", ".venv/bin/python -m mypy --no-incremental .");
 	put("pyproject.toml", "[project]\nname = \"app\"\n[tool.mypy]\n"
 	    "[tool.ruff.lint]\nselect = [\"E\"]\n");
 	one("[tool.ruff.lint] (ruff over mypy)", "python",
