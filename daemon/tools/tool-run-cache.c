@@ -476,6 +476,40 @@ tool_run_cache_clean(const char *workspace, int *busy, char **cause)
 }
 
 /*
+ * At start: caches renamed aside whose removal a gbrd that died did not
+ * finish (NAME.old-PID-N) are removed now, on threads.
+ */
+void
+tr_cache_sweep(void)
+{
+	DIR		*d;
+	struct dirent	*e;
+	char		*base, *p, hex[17];
+	unsigned	 n = 0;
+
+	if ((base = agentcache_base()) == NULL || (d = opendir(base)) == NULL) {
+		free(base);
+		return;
+	}
+	while ((e = readdir(d)) != NULL && n < TR_CACHE_SLOTS) {
+		if (strlen(e->d_name) < 21 ||
+		    strncmp(e->d_name + 16, ".old-", 5) != 0)
+			continue;
+		memcpy(hex, e->d_name, 16);
+		hex[16] = '\0';
+		if (!tr_cache_name_ok(hex))
+			continue;
+		p = xasprintf("%s/%s", base, e->d_name);
+		if (tr_thread(tr_cache_rm_main, p) == 0)
+			n++;
+		else
+			free(p);
+	}
+	closedir(d);
+	free(base);
+}
+
+/*
  * Forgets the slots (at shutdown; a measuring thread may still hold one),
  * after the cache.du threads, whose answers would need the loop, are done
  * (each walk is bounded).

@@ -142,6 +142,8 @@ json_t		*tr_home_json(void);
  * of the workspace runs now.
  */
 char		*tr_cache_ready(const char *workspace, char **cause);
+/* At start: removes what a dead gbrd's cache.clean left aside. */
+void		 tr_cache_sweep(void);
 void		 tr_cache_shutdown(void);
 
 /* tool-run-output.c */

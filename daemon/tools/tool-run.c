@@ -591,6 +591,7 @@ tool_run_init(struct event_base *base, const struct config *cfg,
 	free(d);
 	tr_home_hide();
 	tr_home_setup(cfg);
+	tr_cache_sweep();
 	tr_runner_config(cfg, &rc, (const char *const *)tr.hide, tr.nhide,
 	    state_dir != NULL ? inst : NULL);
 	if (runner_init(base, &rc, cause) != 0)

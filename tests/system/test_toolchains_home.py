@@ -415,3 +415,24 @@ def test_landlock_spares_the_mounts_it_does_not_need(make_daemon, home):
     for text in cans.values():
         assert text not in res.get("stdout", ""), res
     assert res["sandbox"]["hidden"] < len(cans) // 2, res["sandbox"]
+
+
+def test_what_a_dead_gbrd_left_aside_is_removed_at_start(make_daemon, home):
+    """cache.clean renames a cache aside and removes it on a thread; a
+    gbrd killed meanwhile leaves it: the next start removes it."""
+    d = start(make_daemon, home, "nons")
+    base = os.path.join(d.env["XDG_CACHE_HOME"], "gbr-agent")
+    left = os.path.join(base, "0123456789abcdef.old-4242-1")
+    keep = os.path.join(base, "not-a-cache.old-1-1")
+    os.makedirs(os.path.join(left, "go", "mod", "x@v1"))
+    with open(os.path.join(left, "go", "mod", "x@v1", "go.mod"), "w") as f:
+        f.write("module x\n")
+    os.chmod(os.path.join(left, "go", "mod", "x@v1"), 0o555)   # as Go leaves it
+    os.makedirs(keep)
+    d.stop()
+    d.start()
+    deadline = time.time() + 10
+    while time.time() < deadline and os.path.exists(left):
+        time.sleep(0.05)
+    assert not os.path.exists(left)
+    assert os.path.isdir(keep), "only gbr's own leftovers go"
