@@ -649,3 +649,49 @@ client_error_message(const json_t *response)
 	return json_string_value(json_object_get(json_object_get(response,
 	    "error"), "message"));
 }
+
+/*
+ * Reads a regular file of at most max bytes (see client.h).
+ */
+char *
+client_read_file(const char *path, size_t max, size_t *len, char **why)
+{
+	struct stat	 st;
+	char		*buf;
+	size_t		 n = 0;
+	ssize_t		 r;
+	int		 fd;
+
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) == -1) {
+		*why = xasprintf("cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		*why = xasprintf("%s is not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	if ((unsigned long long)st.st_size > max) {
+		*why = xasprintf("%s is larger than %zu bytes", path, max);
+		close(fd);
+		return NULL;
+	}
+	buf = xmalloc((size_t)st.st_size + 1);
+	/* It may grow meanwhile: read what fits, then check the end. */
+	while (n < (size_t)st.st_size && (r = read(fd, buf + n,
+	    (size_t)st.st_size - n)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			*why = xasprintf("cannot read %s: %s", path, strerror(errno));
+			free(buf);
+			close(fd);
+			return NULL;
+		}
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}

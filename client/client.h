@@ -69,6 +69,13 @@ int		 client_start_daemon(const char *path, char **cause);
 void		 client_protect_process(void);
 /* Writes all of buf to fd (a file), retrying on EINTR. 0, or -1 (errno). */
 int		 client_write_fd(int fd, const char *buf, size_t len);
+/*
+ * Reads a regular file of at most max bytes, not following a final
+ * symbolic link (an edited file read back). Returns a new buffer
+ * (NUL-terminated; *len bytes), or NULL with *why (new string).
+ */
+char		*client_read_file(const char *path, size_t max, size_t *len,
+		    char **why);
 
 /* The error kind of a response, or NULL if it is not an error. */
 const char	*client_error_kind(const json_t *response);

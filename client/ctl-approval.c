@@ -349,51 +349,6 @@ ctl_deny(struct ctl *ctl, int argc, char **argv)
 	return ctl_resolve(ctl, o.pos[0], "deny", &o, NULL, 0);
 }
 
-/* Reads a whole file of at most max bytes. New buffer, or NULL with errno. */
-static char *
-ctl_read_file(const char *path, size_t max, size_t *len)
-{
-	char	*buf;
-	size_t	 used = 0, cap = 65536;
-	ssize_t	 n;
-	int	 fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return NULL;
-	buf = xmalloc(cap);
-	for (;;) {
-		if (used == cap) {
-			if (cap > max) {
-				free(buf);
-				close(fd);
-				errno = EFBIG;
-				return NULL;
-			}
-			cap *= 2;
-			buf = xreallocarray(buf, cap, 1);
-		}
-		n = read(fd, buf + used, cap - used);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			free(buf);
-			close(fd);
-			return NULL;
-		}
-		if (n == 0)
-			break;
-		used += (size_t)n;
-	}
-	close(fd);
-	if (used > max) {
-		free(buf);
-		errno = EFBIG;
-		return NULL;
-	}
-	*len = used;
-	return buf;
-}
-
 /*
  * Runs the editor on path: sh -c 'exec $0 "$1"' EDITOR PATH, so an EDITOR
  * with arguments ("code -w") works as in git. Returns its exit status, or
@@ -429,6 +384,7 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 	json_t			*res, *a, *content;
 	const char		*editor, *tmpdir, *tool;
 	char			*path = NULL, *edited = NULL, *shown, *why;
+	char			*rwhy;
 	size_t			 elen;
 	int			 r, fd, st;
 
@@ -492,9 +448,11 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 		    "decided\n", st);
 		goto fail;
 	}
-	if ((edited = ctl_read_file(path, CTL_EDIT_MAX, &elen)) == NULL) {
+	if ((edited = client_read_file(path, CTL_EDIT_MAX, &elen,
+	    &rwhy)) == NULL) {
 		fprintf(stderr, "gbrctl: cannot read the edited file back: %s\n",
-		    strerror(errno));
+		    rwhy);
+		free(rwhy);
 		goto fail;
 	}
 	if ((why = render_text_problem(edited, elen)) != NULL) {

@@ -553,54 +553,6 @@ out:
 }
 
 /*
- * Reads a regular file of at most max bytes, not following a final
- * symbolic link. Returns a new buffer (NUL-terminated; *len bytes), or
- * NULL with *why.
- */
-static char *
-gbr_read_file(const char *path, size_t max, size_t *len, char **why)
-{
-	struct stat	 st;
-	char		*buf;
-	size_t		 n = 0;
-	ssize_t		 r;
-	int		 fd;
-
-	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) == -1) {
-		*why = xasprintf("cannot open %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		*why = xasprintf("%s is not a regular file", path);
-		close(fd);
-		return NULL;
-	}
-	if ((unsigned long long)st.st_size > max) {
-		*why = xasprintf("%s is larger than %zu bytes", path, max);
-		close(fd);
-		return NULL;
-	}
-	buf = xmalloc((size_t)st.st_size + 1);
-	/* It may grow meanwhile: read what fits, then check the end. */
-	while (n < (size_t)st.st_size && (r = read(fd, buf + n,
-	    (size_t)st.st_size - n)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			*why = xasprintf("cannot read %s: %s", path, strerror(errno));
-			free(buf);
-			close(fd);
-			return NULL;
-		}
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-}
-
-/*
  * The whole new file gbrd would write for approval id: approval.list's
  * content for it, asked for now (events do not carry it), so what the
  * person edits is what gbrd proposes (for edit_file, the file gbrd made
@@ -697,7 +649,7 @@ gbr_edit(const char *key)
 		    "not sent and is kept in %s\n", shown, path);
 		goto out;
 	}
-	if ((edited = gbr_read_file(path, G.max_line, &elen, &why)) == NULL) {
+	if ((edited = client_read_file(path, G.max_line, &elen, &why)) == NULL) {
 		gbr_say("! %s: nothing was sent\n", why);
 		goto out;
 	}
