@@ -71,28 +71,40 @@ ctl_tools(struct ctl *ctl, int argc, char **argv)
 	return CTL_EXIT_OK;
 }
 
+/*
+ * {workspace} for an argument that names a folder (it holds a '/', or is
+ * "."), else {session}; NULL (said on stderr) for a folder that is not one.
+ */
+static json_t *
+ctl_dir_or_session(const char *arg)
+{
+	json_t	*params;
+	char	*ws;
+
+	if (strchr(arg, '/') == NULL && strcmp(arg, ".") != 0)
+		return json_pack("{s:s}", "session", arg);
+	if ((ws = realpath(arg, NULL)) == NULL) {
+		fprintf(stderr, "gbrctl: %s: not a folder\n", arg);
+		return NULL;
+	}
+	params = json_pack("{s:s}", "workspace", ws);
+	free(ws);
+	return params;
+}
+
 /* env list SESSION|DIR | show SESSION [ENV] | use SESSION ENV | reload SESSION */
 int
 ctl_env(struct ctl *ctl, int argc, char **argv)
 {
 	const char	*sub = argv[0], *method, *cur, *name;
 	json_t		*params, *res, *e;
-	char		*ws;
 	size_t		 i;
 	int		 r;
 
 	if (strcmp(sub, "list") == 0 && argc == 2) {
 		method = "env.list";
-		if (strchr(argv[1], '/') != NULL || strcmp(argv[1], ".") == 0) {
-			if ((ws = realpath(argv[1], NULL)) == NULL) {
-				fprintf(stderr, "gbrctl: %s: not a folder\n",
-				    argv[1]);
-				return CTL_EXIT_USAGE;
-			}
-			params = json_pack("{s:s}", "workspace", ws);
-			free(ws);
-		} else
-			params = json_pack("{s:s}", "session", argv[1]);
+		if ((params = ctl_dir_or_session(argv[1])) == NULL)
+			return CTL_EXIT_USAGE;
 	} else if (strcmp(sub, "show") == 0 && (argc == 2 || argc == 3)) {
 		method = "env.show";
 		params = json_pack("{s:s}", "session", argv[1]);
@@ -155,7 +167,7 @@ ctl_cache(struct ctl *ctl, int argc, char **argv)
 {
 	const char	*method;
 	json_t		*params = NULL, *res, *c;
-	char		*ws, a[32], b[32];
+	char		 a[32], b[32];
 	size_t		 i;
 	int		 r;
 
@@ -172,16 +184,8 @@ ctl_cache(struct ctl *ctl, int argc, char **argv)
 		return CTL_EXIT_USAGE;
 	}
 	if (argc == 2) {
-		if (strchr(argv[1], '/') != NULL || strcmp(argv[1], ".") == 0) {
-			if ((ws = realpath(argv[1], NULL)) == NULL) {
-				fprintf(stderr, "gbrctl: %s: not a folder\n",
-				    argv[1]);
-				return CTL_EXIT_USAGE;
-			}
-			params = json_pack("{s:s}", "workspace", ws);
-			free(ws);
-		} else
-			params = json_pack("{s:s}", "session", argv[1]);
+		if ((params = ctl_dir_or_session(argv[1])) == NULL)
+			return CTL_EXIT_USAGE;
 	}
 	if ((r = ctl_call(ctl, method, params, &res)) != CTL_EXIT_OK)
 		return r;

@@ -121,11 +121,7 @@ ge_ll(long n, long a, long b, long c)
 }
 
 /* What every run may read under Landlock. */
-static const char *const sys_ro[] = {
-	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-	"/etc", "/opt", "/proc", "/sys", "/nix/store", "/gnu/store",
-	"/run/systemd/resolve",
-};
+static const char *const sys_ro[] = { GE_SYS_READ };
 
 /* The Landlock ABI the kernel offers, or 0. */
 static int GE_CHILD

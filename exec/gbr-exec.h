@@ -28,6 +28,15 @@
 
 #include <stdint.h>
 
+/*
+ * The folders every run may read and execute under Landlock (exec/
+ * confine.c); gbrd leaves them out of what it adds (tool-run-home.c).
+ */
+#define GE_SYS_READ \
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", \
+	"/etc", "/opt", "/proc", "/sys", "/nix/store", "/gnu/store", \
+	"/run/systemd/resolve"
+
 #define GE_MSG_MAGIC	0x67627831u	/* "gbx1" */
 #define GE_MSG_MAX	(8u << 20)	/* bytes of one message, header included */
 #define GE_MSG_ARGC_MAX	8192		/* strings of a RUN's argv */

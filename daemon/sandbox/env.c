@@ -585,6 +585,20 @@ env_builtin(const char *workspace, char **cause)
 	return e;
 }
 
+/* Adds to l each item of more it does not hold yet. */
+static void
+env_strs_union(struct env_strs *l, const struct env_strs *more)
+{
+	size_t	i, j;
+
+	for (i = 0; i < more->n; i++) {
+		for (j = 0; j < l->n && strcmp(l->v[j], more->v[i]) != 0; j++)
+			;
+		if (j == l->n)
+			env_strs_add(l, more->v[i]);
+	}
+}
+
 /*
  * extends = builtin: what the file does not say comes from the built-in
  * default of the workspace; protected files and the commands that ask
@@ -594,7 +608,7 @@ static int
 env_inherit(struct env *e, const char *workspace, char **cause)
 {
 	struct env	*b;
-	size_t		 i, j;
+	size_t		 i;
 
 	if ((b = env_builtin(workspace, cause)) == NULL)
 		return -1;
@@ -603,20 +617,8 @@ env_inherit(struct env *e, const char *workspace, char **cause)
 			env_strs_add(&e->ro_given, b->ro_given.v[i]);
 	if (!(e->set & (1u << K_CHECK)) && b->check != NULL)
 		e->check = xstrdup(b->check);
-	for (i = 0; i < b->protected.n; i++) {
-		for (j = 0; j < e->protected.n; j++)
-			if (strcmp(e->protected.v[j], b->protected.v[i]) == 0)
-				break;
-		if (j == e->protected.n)
-			env_strs_add(&e->protected, b->protected.v[i]);
-	}
-	for (i = 0; i < b->ask.n; i++) {
-		for (j = 0; j < e->ask.n; j++)
-			if (strcmp(e->ask.v[j], b->ask.v[i]) == 0)
-				break;
-		if (j == e->ask.n)
-			env_strs_add(&e->ask, b->ask.v[i]);
-	}
+	env_strs_union(&e->protected, &b->protected);
+	env_strs_union(&e->ask, &b->ask);
 	e->eco = b->eco;
 	e->eco_title = b->eco_title;
 	for (i = 0; i < b->kb.n; i++)

@@ -44,8 +44,8 @@ secrets_home(void)
 	return xstrdup(p);
 }
 
-/* True if a is b or lies beneath it. */
-static int
+/* True if a is b or lies beneath it (see secrets.h). */
+int
 secrets_beneath(const char *a, const char *b)
 {
 	size_t	n = strlen(b);

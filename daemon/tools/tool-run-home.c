@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gbr-exec.h"
 #include "log.h"
 #include "secrets.h"
 #include "tool-run-int.h"
@@ -46,22 +47,8 @@ static const char *const tr_roots[] = {
 	".bun", ".deno",
 };
 
-/* Folders every command reads anyway (exec/confine.c's sys_ro). */
-static const char *const tr_sys[] = {
-	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-	"/opt", "/nix/store", "/gnu/store",
-};
-
-/* True if a is b or lies beneath it. */
-static int
-tr_beneath(const char *a, const char *b)
-{
-	size_t	n = strlen(b);
-
-	if (n == 1 && b[0] == '/')
-		return 1;
-	return strncmp(a, b, n) == 0 && (a[n] == '/' || a[n] == '\0');
-}
+/* Folders every command reads anyway. */
+static const char *const tr_sys[] = { GE_SYS_READ };
 
 /* Why a candidate may not be read, or NULL. */
 static const char *
@@ -70,7 +57,7 @@ tr_tc_refused(const char *c, const char *home)
 	size_t	i;
 
 	for (i = 0; i < tr.nown; i++)
-		if (tr_beneath(c, tr.own[i]) || tr_beneath(tr.own[i], c))
+		if (secrets_beneath(c, tr.own[i]) || secrets_beneath(tr.own[i], c))
 			return "it holds or is inside one of gbrd's own folders";
 	return home != NULL ? secrets_refuse(c, home) : NULL;
 }
@@ -88,10 +75,10 @@ tr_tc_add(char **v, size_t *n, const char *path, const char *home)
 	    !S_ISDIR(st.st_mode))
 		return;
 	for (i = 0; i < sizeof tr_sys / sizeof tr_sys[0]; i++)
-		if (tr_beneath(p, tr_sys[i]))
+		if (secrets_beneath(p, tr_sys[i]))
 			return;
 	for (i = 0; i < *n; i++)
-		if (tr_beneath(p, v[i]))
+		if (secrets_beneath(p, v[i]))
 			return;
 	if ((why = tr_tc_refused(p, home)) != NULL) {
 		log_info("tool-run: %s is not readable by commands: %s", p, why);
@@ -101,7 +88,7 @@ tr_tc_add(char **v, size_t *n, const char *path, const char *home)
 		return;
 	/* A wider folder takes the place of those inside it. */
 	for (i = 0; i < *n; )
-		if (tr_beneath(v[i], p)) {
+		if (secrets_beneath(v[i], p)) {
 			free(v[i]);
 			v[i] = v[--*n];
 		} else
@@ -129,7 +116,7 @@ tr_tc_root(const char *dir, const char *home)
 		return xstrdup(dir);
 	up = xstrndup(dir, (size_t)(b - dir));
 	/* ~/bin, ~/.local/bin, ~/.cargo/bin: the folder alone. */
-	if (up[0] == '\0' || (home != NULL && tr_beneath(home, up)) ||
+	if (up[0] == '\0' || (home != NULL && secrets_beneath(home, up)) ||
 	    tr_ends(up, "/.local") || tr_ends(up, "/.cargo")) {
 		free(up);
 		return xstrdup(dir);
