@@ -63,7 +63,7 @@ ctl_log_print(struct ctl *ctl, json_t *rec)
 		snprintf(when, sizeof when, "?");
 	data = json_dumps(json_object_get(rec, "data"), JSON_COMPACT |
 	    JSON_ENCODE_ANY);
-	printf("%8" JSON_INTEGER_FORMAT "  %s.%03d  %-24s %s\n",
+	printf("%8lld  %s.%03d  %-24s %s\n",
 	    json_integer_value(json_object_get(rec, "seq")), when,
 	    (int)(ts % 1000), json_string_value(json_object_get(rec, "type")),
 	    data != NULL ? data : "?");
@@ -109,9 +109,9 @@ ctl_log_follow(struct ctl *ctl)
 		if (type != NULL && strcmp(type, "log.record") == 0)
 			ctl_log_print(ctl, json_object_get(params, "record"));
 		else if (type != NULL && strcmp(type, "log.gap") == 0)
-			fprintf(stderr, "gbrctl: records from seq %" JSON_INTEGER_FORMAT
+			fprintf(stderr, "gbrctl: records from seq %lld"
 			    " were dropped after a snapshot; the log now starts "
-			    "at %" JSON_INTEGER_FORMAT "\n",
+			    "at %lld\n",
 			    json_integer_value(json_object_get(params, "from")),
 			    json_integer_value(json_object_get(params, "first_seq")));
 		else if (type != NULL && (strcmp(type, "evicted") == 0 ||
@@ -169,8 +169,8 @@ ctl_log_read(struct ctl *ctl, int argc, char **argv)
 			return r;
 		if (json_is_true(json_object_get(res, "gap")))
 			fprintf(stderr, "gbrctl: records after seq %lld were "
-			    "dropped after a snapshot; the log starts at %"
-			    JSON_INTEGER_FORMAT "\n", after, json_integer_value(
+			    "dropped after a snapshot; the log starts at "
+			    "%lld\n", after, json_integer_value(
 			    json_object_get(res, "first_seq")));
 		json_array_foreach(json_object_get(res, "records"), i, rec) {
 			ctl_log_print(ctl, rec);

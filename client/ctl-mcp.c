@@ -76,7 +76,7 @@ mcp_now_ms(void)
 }
 
 /* Logs a line to stderr (the only place logs may go). */
-void __attribute__((format(printf, 1, 2)))
+void __attribute__((format(__printf__, 1, 2)))
 mcp_log(const char *fmt, ...)
 {
 	va_list	ap;
@@ -242,7 +242,7 @@ mcp_result(struct mcp *m, json_t *id, json_t *result)
  * Answers with a JSON-RPC error: code, a stable kind in data.kind, and data
  * (stolen, may be NULL). id may be NULL for id: null.
  */
-void __attribute__((format(printf, 6, 7)))
+void __attribute__((format(__printf__, 6, 7)))
 mcp_error(struct mcp *m, json_t *id, int code, const char *kind, json_t *data,
     const char *fmt, ...)
 {

@@ -389,7 +389,7 @@ gbr_int(const json_t *o, const char *key)
 }
 
 static void	gbr_status_line(const char *, const char *, ...)
-		    __attribute__((format(printf, 2, 3)));
+		    __attribute__((format(__printf__, 2, 3)));
 
 /* One line of /status: a label in a column, then the text. */
 static void

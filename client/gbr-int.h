@@ -165,7 +165,7 @@ void		 gbr_message_text(char *);
 size_t		 gbr_diff_lines(void);
 void		 gbr_redraw(void);
 void		 gbr_write(const char *, size_t);
-void		 gbr_say(const char *, ...) __attribute__((format(printf, 1, 2)));
+void		 gbr_say(const char *, ...) __attribute__((format(__printf__, 1, 2)));
 void		 gbr_render(const json_t *, int);
 FILE		*gbr_capture(struct gbr_capture *);
 void		 gbr_capture_end(struct gbr_capture *);

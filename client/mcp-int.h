@@ -119,7 +119,7 @@ struct mcp {
 
 /* ctl-mcp.c: the clock, the log, the queues, the replies to the client. */
 long long	 mcp_now_ms(void);
-void	 mcp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	 mcp_log(const char *fmt, ...) __attribute__((format(__printf__, 1, 2)));
 size_t	 mcp_buf_add_json(struct mcp_buf *b, const json_t *msg);
 size_t	 mcp_buf_pending(const struct mcp_buf *b);
 void	 mcp_buf_release(struct mcp_buf *b);
@@ -129,7 +129,7 @@ void	 mcp_send(struct mcp *m, json_t *msg);
 void	 mcp_result(struct mcp *m, json_t *id, json_t *result);
 void	 mcp_error(struct mcp *m, json_t *id, int code, const char *kind,
 	    json_t *data, const char *fmt, ...)
-	    __attribute__((format(printf, 6, 7)));
+	    __attribute__((format(__printf__, 6, 7)));
 void	 mcp_tool_error(struct mcp *m, json_t *id, const char *kind,
 	    const char *message, json_t *data);
 

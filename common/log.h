@@ -34,12 +34,12 @@ int	 log_stderr_is_journal(void);
 void	 log_hold(void);
 void	 log_release(void);
 
-void	 log_error(const char *, ...) __attribute__((format(printf, 1, 2)));
-void	 log_warn(const char *, ...) __attribute__((format(printf, 1, 2)));
-void	 log_info(const char *, ...) __attribute__((format(printf, 1, 2)));
-void	 log_debug(const char *, ...) __attribute__((format(printf, 1, 2)));
-void	 log_vwrite(enum log_level, const char *, va_list) __attribute__((format(printf, 2, 0)));
+void	 log_error(const char *, ...) __attribute__((format(__printf__, 1, 2)));
+void	 log_warn(const char *, ...) __attribute__((format(__printf__, 1, 2)));
+void	 log_info(const char *, ...) __attribute__((format(__printf__, 1, 2)));
+void	 log_debug(const char *, ...) __attribute__((format(__printf__, 1, 2)));
+void	 log_vwrite(enum log_level, const char *, va_list) __attribute__((format(__printf__, 2, 0)));
 /* A broken invariant: logs and aborts. Never for untrusted input. */
-void	 fatalx(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
+void	 fatalx(const char *, ...) __attribute__((format(__printf__, 1, 2), noreturn));
 
 #endif

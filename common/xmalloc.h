@@ -16,7 +16,7 @@ void	*xreallocarray(void *, size_t, size_t);
 char	*xstrdup(const char *);
 char	*xstrndup(const char *, size_t);
 /* Returns a new string the caller frees. */
-char	*xasprintf(const char *, ...) __attribute__((format(printf, 1, 2)));
-char	*xvasprintf(const char *, va_list) __attribute__((format(printf, 1, 0)));
+char	*xasprintf(const char *, ...) __attribute__((format(__printf__, 1, 2)));
+char	*xvasprintf(const char *, va_list) __attribute__((format(__printf__, 1, 0)));
 
 #endif

@@ -42,6 +42,14 @@
 #ifndef GBR_COMPAT_WIN_H
 #define GBR_COMPAT_WIN_H
 
+/*
+ * mingw-w64's own printf family, which knows C99's %zu, %jd and %lld, and
+ * format checks by the same rules: gbr's attributes say __printf__, which
+ * is the C runtime's (Microsoft's) archetype on this target unless mapped.
+ */
+#define __USE_MINGW_ANSI_STDIO	1
+#define __printf__		__gnu_printf__
+
 /* Windows 10 or later: the APIs below are all there. */
 #ifndef _WIN32_WINNT
 #define _WIN32_WINNT 0x0A00

@@ -106,7 +106,7 @@ gbrd_report(const char *message)
 }
 
 /* Exits during start-up with a message for the user. */
-static void __attribute__((noreturn, format(printf, 1, 2)))
+static void __attribute__((noreturn, format(__printf__, 1, 2)))
 gbrd_fail(const char *fmt, ...)
 {
 	va_list	 ap;

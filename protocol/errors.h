@@ -67,7 +67,7 @@ struct gbr_error {
 /* Fills err (data stolen, message formatted). Returns -1. */
 int		 gbr_error_set(struct gbr_error *err, enum gbr_err kind,
 		    struct json_t *data, const char *fmt, ...)
-		    __attribute__((format(printf, 4, 5)));
+		    __attribute__((format(__printf__, 4, 5)));
 /* Frees what err holds and empties it. */
 void		 gbr_error_clear(struct gbr_error *err);
 

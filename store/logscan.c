@@ -167,7 +167,7 @@ logscan_record_size_at(struct logscan_reader *rd, uint64_t pos)
 /* Fills the reason of a verdict. */
 static void
 logscan_why(struct logscan_seg *out, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+	__attribute__((format(__printf__, 2, 3)));
 static void
 logscan_why(struct logscan_seg *out, const char *fmt, ...)
 {

@@ -357,8 +357,8 @@ params_integer(struct request *req, json_t *params, const char *key,
 	if (!json_is_integer(v))
 		return params_fail(req, key, "must be an integer");
 	if (json_integer_value(v) < min || json_integer_value(v) > max) {
-		snprintf(what, sizeof what, "must be from %" JSON_INTEGER_FORMAT
-		    " to %" JSON_INTEGER_FORMAT, min, max);
+		snprintf(what, sizeof what, "must be from %lld"
+		    " to %lld", min, max);
 		return params_fail(req, key, what);
 	}
 	*out = json_integer_value(v);

@@ -51,7 +51,7 @@ json_t		*dispatch_methods(void);
 void		 request_reply(struct request *, json_t *result);
 /* Finishes a request with an error; data (stolen) may be NULL. Frees req. */
 void		 request_error(struct request *, enum gbr_err, json_t *data,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+		    const char *fmt, ...) __attribute__((format(__printf__, 4, 5)));
 /* The connection that asked (borrowed; may be closed by now). */
 struct conn	*request_conn(const struct request *);
 const char	*request_method(const struct request *);

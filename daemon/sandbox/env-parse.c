@@ -78,7 +78,7 @@ const char *const env_autonomies[ENV_FULL + 1] = {
 };
 
 /* Records the first error, with the current line. Returns -1. */
-static int __attribute__((format(printf, 2, 3)))
+static int __attribute__((format(__printf__, 2, 3)))
 env_error(struct env_parse *p, const char *fmt, ...)
 {
 	va_list	ap;
@@ -622,7 +622,7 @@ env_json_value(struct env_parse *p, enum env_key k, json_t *v)
 		return env_set(p, k, json_string_value(v), json_string_length(v), 0);
 	if (json_is_integer(v) && (k == K_MAX_FIX || k == K_TIMEOUT ||
 	    k == K_MAX_OUTPUT || k == K_MAX_STEPS || k == K_MAX_REQUEST)) {
-		snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT,
+		snprintf(num, sizeof num, "%lld",
 		    json_integer_value(v));
 		return env_set(p, k, num, strlen(num), 0);
 	}

@@ -144,7 +144,7 @@ env_unref(struct env *e)
 }
 
 /* An error about a key found while finishing, with the key's line. */
-static int __attribute__((format(printf, 4, 5)))
+static int __attribute__((format(__printf__, 4, 5)))
 env_key_error(const struct env *e, enum env_key k, char **cause,
     const char *fmt, ...)
 {

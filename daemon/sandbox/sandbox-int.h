@@ -80,7 +80,7 @@ int	 sb_openat2(void);
 const char	*sb_protected_by(const struct sandbox *sb, const char *rel,
 	    int *literal);
 int	 sb_refuse(struct sb_op *op, enum gbr_err kind, const char *fmt,
-	    ...) __attribute__((format(printf, 3, 4)));
+	    ...) __attribute__((format(__printf__, 3, 4)));
 int	 sb_refuse_errno(struct sb_op *op, int err, const char *what);
 
 /* sandbox-resolve.c: locating, walking and reading. */

@@ -94,7 +94,7 @@ sb_pin_is(const struct sandbox_pin *pin, const struct stat *st)
 }
 
 /* A refusal of an approved write whose object changed. Returns -1. */
-static int __attribute__((format(printf, 2, 3)))
+static int __attribute__((format(__printf__, 2, 3)))
 sb_changed(struct sb_op *op, const char *fmt, ...)
 {
 	va_list	 ap;

@@ -118,7 +118,7 @@ sandbox_escape_for_display(const char *raw, size_t len)
 }
 
 /* Fills the outputs with a refusal naming the raw path. Returns -1. */
-int __attribute__((format(printf, 3, 4)))
+int __attribute__((format(__printf__, 3, 4)))
 sb_refuse(struct sb_op *op, enum gbr_err kind, const char *fmt, ...)
 {
 	va_list	 ap;

@@ -115,7 +115,7 @@ dbuf_add(struct dbuf *b, const char *s, size_t len)
 }
 
 /* Appends formatted text. */
-static void __attribute__((format(printf, 2, 3)))
+static void __attribute__((format(__printf__, 2, 3)))
 dbuf_printf(struct dbuf *b, const char *fmt, ...)
 {
 	va_list	 ap;

@@ -19,7 +19,7 @@ struct event_base;
 
 /* Fills a refusal. Returns -1. */
 int		 tf_fail(enum gbr_err *kind, char **reason, enum gbr_err k,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+		    const char *fmt, ...) __attribute__((format(__printf__, 4, 5)));
 /* A string argument and its length (JSON strings may hold NUL), or NULL. */
 const char	*tf_str(json_t *args, const char *key, size_t *len);
 /* An integer argument, or def when absent. */

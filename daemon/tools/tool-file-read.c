@@ -66,7 +66,7 @@ tf_read(struct tool_ctx *ctx, json_t *args, json_t **result,
 	if (line < offset || (p == end && offset > 1 && (size_t)offset > total)) {
 		free(data);
 		tf_fail(kind, reason, GBR_ERR_INVALID_PARAMS,
-		    "offset %" JSON_INTEGER_FORMAT " is past the end of '%s' "
+		    "offset %lld is past the end of '%s' "
 		    "(%zu lines)", offset, shown, total);
 		free(shown);
 		return -1;

@@ -87,7 +87,7 @@ static const struct tool_def tr_defs[] = {
 };
 
 /* Fills a refusal. Returns -1. */
-static int __attribute__((format(printf, 4, 5)))
+static int __attribute__((format(__printf__, 4, 5)))
 tr_fail(enum gbr_err *kind, char **reason, enum gbr_err k, const char *fmt, ...)
 {
 	va_list	ap;

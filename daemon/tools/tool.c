@@ -198,15 +198,15 @@ tool_check_args(json_t *schema, json_t *args, char **reason)
 			lim = json_object_get(p, "minimum");
 			if (json_is_integer(lim) &&
 			    json_integer_value(v) < json_integer_value(lim)) {
-				*reason = xasprintf("'%s' must be at least %"
-				    JSON_INTEGER_FORMAT, key, json_integer_value(lim));
+				*reason = xasprintf("'%s' must be at least %lld",
+				    key, json_integer_value(lim));
 				return -1;
 			}
 			lim = json_object_get(p, "maximum");
 			if (json_is_integer(lim) &&
 			    json_integer_value(v) > json_integer_value(lim)) {
-				*reason = xasprintf("'%s' must be at most %"
-				    JSON_INTEGER_FORMAT, key, json_integer_value(lim));
+				*reason = xasprintf("'%s' must be at most %lld",
+				    key, json_integer_value(lim));
 				return -1;
 			}
 		}

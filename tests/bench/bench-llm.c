@@ -112,7 +112,7 @@ cleanup(void)
 }
 
 /* Gives up: this run cannot go on. */
-static void __attribute__((noreturn, format(printf, 1, 2)))
+static void __attribute__((noreturn, format(__printf__, 1, 2)))
 die(const char *fmt, ...)
 {
 	va_list	ap;

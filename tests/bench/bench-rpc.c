@@ -123,7 +123,7 @@ signal_cb(int sig)
 }
 
 /* Prints an error and exits (the children are stopped by atexit_cb). */
-static void __attribute__((noreturn, format(printf, 1, 2)))
+static void __attribute__((noreturn, format(__printf__, 1, 2)))
 die(const char *fmt, ...)
 {
 	va_list	ap;
