@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +22,6 @@
 
 #include <curl/curl.h>
 #include <event2/event.h>
-#include <event2/thread.h>
 
 #include "sdactivate.h"
 #include "agent.h"
@@ -42,6 +40,7 @@
 #include "methods.h"
 #include "sdnotify.h"
 #include "osdep.h"
+#include "osdep-proc.h"
 #include "paths.h"
 #include "session-env.h"
 #include "sandbox.h"
@@ -56,7 +55,7 @@ static char			 gbrd_epoch_str[33];
 static char			*gbrd_state;
 static int			 gbrd_ready_fd = -1;
 static int			 gbrd_level_flag = -1;	/* -l wins over the config */
-static sigset_t			 gbrd_sigmask;	/* the mask before start-up */
+static const char		*gbrd_config_flag;	/* -c, for reloads */
 
 /* Prints usage. */
 static void __attribute__((noreturn))
@@ -147,71 +146,11 @@ gbrd_open_logfile(void)
 	return fd;
 }
 
-/*
- * Goes to the background. The parent waits on a pipe until the child says
- * it is listening or why it failed, and exits with that.
- */
+/* A stop request (SIGTERM, SIGINT, the service manager): clean shutdown. */
 static void
-gbrd_daemonize(void)
+gbrd_stop(const char *why)
 {
-	char	buf[1024];
-	ssize_t	n, off = 0;
-	int	p[2], fd, logfd;
-	pid_t	pid;
-
-	if (pipe2(p, O_CLOEXEC) != 0)
-		gbrd_fail("pipe: %s", strerror(errno));
-	switch ((pid = fork())) {
-	case -1:
-		gbrd_fail("fork: %s", strerror(errno));
-	case 0:
-		break;
-	default:
-		/* The waiting parent can be interrupted again. */
-		sigprocmask(SIG_SETMASK, &gbrd_sigmask, NULL);
-		close(p[1]);
-		while (off < (ssize_t)sizeof buf - 1 &&
-		    (n = read(p[0], buf + off, sizeof buf - 1 - off)) != 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				break;
-			off += n;
-		}
-		buf[off] = '\0';
-		if (strncmp(buf, "ok", 2) == 0)
-			exit(0);
-		if (off == 0)
-			fprintf(stderr, "gbrd: the daemon exited during start-up; "
-			    "see %s/gbrd.log\n", gbrd_state);
-		else
-			fprintf(stderr, "gbrd: %s", buf);
-		exit(1);
-	}
-	close(p[0]);
-	gbrd_ready_fd = p[1];
-	if (setsid() == -1)
-		gbrd_fail("setsid: %s", strerror(errno));
-	if (chdir("/") != 0)
-		gbrd_fail("chdir /: %s", strerror(errno));
-	if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1)
-		gbrd_fail("/dev/null: %s", strerror(errno));
-	dup2(fd, STDIN_FILENO);
-	dup2(fd, STDOUT_FILENO);
-	if ((logfd = gbrd_open_logfile()) != -1) {
-		dup2(logfd, STDERR_FILENO);
-		close(logfd);
-	} else
-		dup2(fd, STDERR_FILENO);
-	if (fd > STDERR_FILENO)
-		close(fd);
-}
-
-/* SIGTERM and SIGINT: clean shutdown. */
-static void
-gbrd_signal_stop(evutil_socket_t sig, short events, void *arg)
-{
-	loop_shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
+	loop_shutdown(why);
 }
 
 /* The disk log's options from the config. */
@@ -263,12 +202,12 @@ gbrd_reload(const char *config_flag)
 	log_info("SIGHUP: reloaded %s", cfg->path);
 }
 
-/* SIGHUP: a reload, announced to the service manager from start to end. */
+/* A reload request, announced to the service manager from start to end. */
 static void
-gbrd_signal_reload(evutil_socket_t sig, short events, void *arg)
+gbrd_request_reload(void)
 {
 	sdnotify_reloading();
-	gbrd_reload(arg);
+	gbrd_reload(gbrd_config_flag);
 	sdnotify_ready();
 }
 
@@ -308,8 +247,6 @@ main(int argc, char **argv)
 	struct config	*cfg;
 	char		*cfg_path, *cause, *sock_path, *lpath;
 	const char	*hide[2];
-	struct event	*ev_term, *ev_int, *ev_hup;
-	sigset_t	 sigs;
 	long		 nofile;
 	json_t		*note;
 
@@ -346,15 +283,12 @@ main(int argc, char **argv)
 	if (!foreground && !managed)
 		log_hold();
 	/*
-	 * Stop and reload signals wait until the loop has handlers for them:
+	 * Stop and reload requests wait until the loop has handlers for them:
 	 * a SIGTERM during a long replay then stops cleanly (STOPPING=1, the
 	 * log closed) instead of killing the daemon half way through.
 	 */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	sigprocmask(SIG_BLOCK, &sigs, &gbrd_sigmask);
+	osdep_requests_hold();
+	gbrd_config_flag = config_flag;
 
 	if ((cfg_path = paths_config(config_flag)) != NULL) {
 		/* Freed first: LeakSanitizer may not see it on the stack. */
@@ -373,6 +307,10 @@ main(int argc, char **argv)
 	gbrd_state = paths_state_dir(state_flag);
 	if (paths_private_dir(gbrd_state, 1, &cause) != 0)
 		gbrd_fail("state folder: %s", cause);
+	/* Where the platform cannot fork, the daemon starts over detached. */
+	if (!foreground && !managed)
+		osdep_detach(OSDEP_DETACH_BEFORE_LISTEN, gbrd_open_logfile,
+		    gbrd_state, &gbrd_ready_fd);
 	sock_path = paths_socket(socket_flag);
 	switch (sdactivate_listen_fd(&lfd, &lpath, &cause)) {
 	case -1:
@@ -396,16 +334,16 @@ main(int argc, char **argv)
 		log_debug("started by a service manager: staying in the "
 		    "foreground");
 	else if (!foreground) {
-		gbrd_daemonize();
+		osdep_detach(OSDEP_DETACH_AFTER_LISTEN, gbrd_open_logfile,
+		    gbrd_state, &gbrd_ready_fd);
 		/* stderr is now the log file: check again for the journal. */
 		log_open(NULL, log_get_level(),
 		    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
 	}
 	log_release();
 
-	signal(SIGPIPE, SIG_IGN);
-	if (evthread_use_pthreads() != 0)
-		gbrd_fail("libevent has no thread support");
+	if (osdep_loop_prepare(&cause) != 0)
+		gbrd_fail("%s", cause);
 	if ((gbrd_ev_base = event_base_new()) == NULL)
 		gbrd_fail("cannot create the event loop");
 	nofile = osdep_raise_nofile();
@@ -477,15 +415,9 @@ main(int argc, char **argv)
 
 	server_start(gbrd_ev_base);
 
-	ev_term = evsignal_new(gbrd_ev_base, SIGTERM, gbrd_signal_stop, NULL);
-	ev_int = evsignal_new(gbrd_ev_base, SIGINT, gbrd_signal_stop, NULL);
-	ev_hup = evsignal_new(gbrd_ev_base, SIGHUP, gbrd_signal_reload,
-	    (void *)config_flag);
-	if (ev_term == NULL || ev_int == NULL || ev_hup == NULL ||
-	    event_add(ev_term, NULL) != 0 || event_add(ev_int, NULL) != 0 ||
-	    event_add(ev_hup, NULL) != 0)
+	if (osdep_stop_events(gbrd_ev_base, gbrd_stop,
+	    gbrd_request_reload) != 0)
 		gbrd_fail("cannot install signal handlers");
-	sigprocmask(SIG_SETMASK, &gbrd_sigmask, NULL);
 
 	log_info("gbrd %s started on %s (pid %ld, epoch %s, open-file limit %ld)",
 	    PACKAGE_VERSION, sock_path, (long)getpid(), gbrd_epoch_str, nofile);
@@ -521,9 +453,7 @@ main(int argc, char **argv)
 	toolcall_shutdown();
 	/* One more pass runs the deferred frees of closed connections. */
 	event_base_loop(gbrd_ev_base, EVLOOP_NONBLOCK);
-	event_free(ev_term);
-	event_free(ev_int);
-	event_free(ev_hup);
+	osdep_stop_events_free();
 	sdnotify_close();
 	event_base_free(gbrd_ev_base);
 	curl_global_cleanup();
