@@ -2,6 +2,10 @@
  * Where gbr's files live (DESIGN.md section 3): the socket, the state folder
  * and the daemon config. Shared by the daemon and the clients so that both
  * always agree. Every function returns a new string the caller frees.
+ *
+ * paths-unix.c follows XDG; paths-win.c gives the named pipe
+ * \\.\pipe\gbr-USER, %LOCALAPPDATA%\gbr\state and %APPDATA%\gbr\gbrd.conf,
+ * and writes folders with forward slashes ("C:/Users/alice/...").
  */
 #ifndef GBR_PATHS_H
 #define GBR_PATHS_H
@@ -24,6 +28,11 @@ char	*paths_state_dir(const char *flag);
 char	*paths_config(const char *flag);
 /* The folder part of a path. */
 char	*paths_dirname(const char *);
+/*
+ * 1 if path is absolute as this system means it: "/..." on Unix, a drive
+ * letter with its root ("C:/...", "C:\\...") on Windows.
+ */
+int	 paths_is_absolute(const char *path);
 
 /*
  * Makes sure dir is a private folder: creates it (mode 0700) if missing,

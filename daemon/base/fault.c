@@ -8,7 +8,9 @@
  */
 #include "gbr-config.h"
 
+#ifdef HAVE_SYS_MMAN_H
 #include <sys/mman.h>
+#endif
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -177,12 +179,17 @@ static void
 fault_probe_init(void)
 {
 	const char	*path = getenv("GBR_BENCH_LOGGED_FILE");
+#ifdef HAVE_SYS_MMAN_H
 	struct stat	 sb;
 	void		*map;
 	int		 fd;
+#endif
 
 	if (path == NULL || *path == '\0')
 		return;
+#ifndef HAVE_SYS_MMAN_H
+	log_warn("GBR_BENCH_LOGGED_FILE=%s ignored: no mmap here", path);
+#else
 	if ((fd = open(path, O_RDWR | O_CLOEXEC)) == -1 || fstat(fd, &sb) != 0 ||
 	    !S_ISREG(sb.st_mode) || sb.st_size < 8) {
 		log_warn("GBR_BENCH_LOGGED_FILE=%s ignored: %s", path,
@@ -203,6 +210,7 @@ fault_probe_init(void)
 	fault_probe = map;
 	log_warn("bench probe: logged times go to %s (GBR_BENCH_LOGGED_FILE)",
 	    path);
+#endif
 }
 
 /* Slot n of the bench probe gets the time, if there is one. */

@@ -22,7 +22,6 @@
 #include "gbr-config.h"
 
 #include <sys/types.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <errno.h>
@@ -38,6 +37,7 @@
 #if defined(__linux__) && defined(HAVE_LINUX_IO_URING_H) && \
     defined(HAVE_SYS_SYSCALL_H)
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <linux/io_uring.h>
 

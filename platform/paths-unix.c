@@ -115,6 +115,13 @@ paths_dirname(const char *path)
 	return xstrndup(path, (size_t)(slash - path));
 }
 
+/* An absolute path starts at the root. */
+int
+paths_is_absolute(const char *path)
+{
+	return path != NULL && path[0] == '/';
+}
+
 /* Creates missing parents of dir with mode 0700 (existing ones untouched). */
 static int
 paths_mkparents(const char *dir, char **cause)

@@ -1,0 +1,108 @@
+/*
+ * Windows platform code behind osdep.h and cpu.h: random bytes from the
+ * system's generator, the wall clock, the number of CPUs, and what the
+ * Unix side does with peer credentials and the C library's allocator.
+ *
+ * A named pipe client's identity is read by the listener itself
+ * (listen-win.c, from the client process's token) when it connects, so
+ * osdep_peer_cred has nothing to read from a descriptor here and fails
+ * closed. osdep_peer_in_run answers 0: gbrd runs no agent command on
+ * Windows yet (the runner refuses them), so no peer can come from one.
+ */
+#include "gbr-config.h"
+
+#include <bcrypt.h>
+#include <errno.h>
+#include <stdint.h>
+
+#include "cpu.h"
+#include "osdep.h"
+
+/* No credentials can be read from a descriptor here: fails closed. */
+int
+osdep_peer_cred(int fd, uid_t *uid, pid_t *pid)
+{
+	errno = ENOTSUP;
+	return -1;
+}
+
+/* No agent command runs on Windows yet: none can be the peer. */
+int
+osdep_peer_in_run(int fd, pid_t pid)
+{
+	return 0;
+}
+
+/* How the listener identifies a named pipe's client. */
+const char *
+osdep_peer_cred_method(void)
+{
+	return "named pipe client token";
+}
+
+/* The C runtime's limit of open files, raised to its maximum. */
+long
+osdep_raise_nofile(void)
+{
+	return _setmaxstdio(8192) == -1 ? _getmaxstdio() : 8192;
+}
+
+/* Wall-clock time in milliseconds since the epoch. */
+int64_t
+osdep_now_ms(void)
+{
+	FILETIME	ft;
+	uint64_t	t;
+
+	GetSystemTimePreciseAsFileTime(&ft);
+	t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime;
+	/* 100 ns units since 1601 to ms since 1970. */
+	return (int64_t)(t / 10000) - INT64_C(11644473600000);
+}
+
+/* Fills buf with random bytes from the system's preferred generator. */
+int
+osdep_random(void *buf, size_t len)
+{
+	unsigned char	*p = buf;
+	ULONG		 n;
+
+	while (len > 0) {
+		n = len > 0x10000000 ? 0x10000000 : (ULONG)len;
+		if (!BCRYPT_SUCCESS(BCryptGenRandom(NULL, p, n,
+		    BCRYPT_USE_SYSTEM_PREFERRED_RNG)))
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* The Windows heap needs no tuning for gbrd's pattern. */
+void
+osdep_memory_init(void)
+{
+}
+
+/* Gives the default heap's free blocks back where it can. */
+void
+osdep_memory_trim(void)
+{
+	(void)HeapCompact(GetProcessHeap(), 0);
+}
+
+/* The CPUs this process may run on. */
+long
+osdep_cpu_count(void)
+{
+	DWORD_PTR	proc, sys;
+	long		n = 0;
+
+	if (GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys)) {
+		for (; proc != 0; proc &= proc - 1)
+			n++;
+		if (n > 0)
+			return n;
+	}
+	return (long)GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
+}
