@@ -394,9 +394,9 @@ main(int argc, char **argv)
 			own[n++] = config_get()->path;
 		if (config_get()->llm_key_file != NULL)
 			own[n++] = config_get()->llm_key_file;
-		if (x != NULL && x[0] == '/')
+		if (x != NULL && paths_is_absolute(x))
 			ucfg = xasprintf("%s/gbr", x);
-		else if (h != NULL && h[0] == '/')
+		else if (h != NULL && paths_is_absolute(h))
 			ucfg = xasprintf("%s/.config/gbr", h);
 		if (ucfg != NULL)
 			own[n++] = ucfg;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "paths.h"
 #include "xmalloc.h"
 
 static struct config	*config_live;
@@ -248,7 +249,7 @@ config_env_name(const char *s)
 static const char *
 config_abs_path(const char *s)
 {
-	if (s[0] != '/')
+	if (!paths_is_absolute(s))
 		return "not an absolute path";
 	return NULL;
 }
@@ -400,7 +401,7 @@ config_exec(struct config_parse *p, const char *name, const char *value)
 		return cfg->exec_read_paths = list, 1;
 	} else if (strcmp(name, "helper") == 0) {
 		want = "an absolute path";
-		if (value[0] == '/') {
+		if (paths_is_absolute(value)) {
 			free(cfg->exec_helper);
 			return cfg->exec_helper = xstrdup(value), 1;
 		}
@@ -455,7 +456,7 @@ config_llm(struct config_parse *p, const char *name, const char *value)
 			return config_str(&cfg->llm_base_url, value);
 	} else if (strcmp(name, "key_file") == 0) {
 		want = "an absolute path";
-		if (value[0] == '/')
+		if (paths_is_absolute(value))
 			return config_str(&cfg->llm_key_file, value);
 	} else if (strcmp(name, "ollama_url") == 0) {
 		want = "an http:// URL, or off";

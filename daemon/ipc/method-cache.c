@@ -11,6 +11,7 @@
 
 #include "dispatch.h"
 #include "methods.h"
+#include "paths.h"
 #include "session.h"
 #include "tool-run.h"
 #include "xmalloc.h"
@@ -41,7 +42,7 @@ method_cache_workspace(struct request *req, json_t *params, char *path)
 	}
 	if (ws == NULL)
 		return 0;
-	if (ws[0] != '/' || strlen(ws) >= PATH_MAX || realpath(ws, path) ==
+	if (!paths_is_absolute(ws) || strlen(ws) >= PATH_MAX || realpath(ws, path) ==
 	    NULL) {
 		request_error(req, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "workspace"), "workspace: not an absolute path to "

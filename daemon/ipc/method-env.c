@@ -16,6 +16,7 @@
 #include "dispatch.h"
 #include "env.h"
 #include "methods.h"
+#include "paths.h"
 #include "session-env.h"
 #include "session.h"
 #include "xmalloc.h"
@@ -71,7 +72,7 @@ method_env_list(struct request *req, json_t *params)
 		    "field", "session"), "give a session or a workspace");
 		return;
 	}
-	if (ws[0] != '/' || strlen(ws) >= PATH_MAX || realpath(ws, path) == NULL) {
+	if (!paths_is_absolute(ws) || strlen(ws) >= PATH_MAX || realpath(ws, path) == NULL) {
 		request_error(req, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "workspace"), "workspace: not an absolute path to a "
 		    "folder");

@@ -23,6 +23,7 @@
 #include "llm.h"
 #include "log.h"
 #include "methods.h"
+#include "paths.h"
 #include "session-env.h"
 #include "session.h"
 #include "tool-run.h"
@@ -84,7 +85,7 @@ method_workspace(struct request *req, const char *path, char *out, long *uid)
 {
 	struct stat	sb;
 
-	if (path[0] != '/' || strlen(path) >= PATH_MAX) {
+	if (!paths_is_absolute(path) || strlen(path) >= PATH_MAX) {
 		request_error(req, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
 		    "field", "workspace"), "workspace: must be an absolute path "
 		    "shorter than %d bytes", PATH_MAX);

@@ -1,6 +1,6 @@
 /*
- * osdep-fs.h on systems with <linux/openat2.h>: openat2(2) through
- * syscall(2), since glibc has no wrapper. Elsewhere it reports ENOSYS.
+ * osdep-fs.h on Unix: openat2(2) through syscall(2) where <linux/openat2.h>
+ * is (glibc has no wrapper), else ENOSYS; an fd's path from /proc.
  * The probe treats ENOSYS, EPERM (a seccomp filter that predates openat2)
  * and E2BIG/EINVAL (a kernel that does not know this struct) as "absent".
  */
@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #endif
 
 #include "osdep-fs.h"
+#include "xmalloc.h"
 
 #if defined(HAVE_LINUX_OPENAT2_H) && defined(SYS_openat2)
 
@@ -83,3 +86,25 @@ osdep_have_open_beneath(void)
 }
 
 #endif
+
+/*
+ * The kernel's name for the fd in /proc is already canonical, so one
+ * readlink gives it (realpath of the /proc link would check every
+ * component of it again, a dozen system calls). A folder since deleted
+ * ends in " (deleted)": then nobody can tell.
+ */
+char *
+osdep_fd_path(int fd)
+{
+	static const char	 gone[] = " (deleted)";
+	char			 proc[64], buf[PATH_MAX];
+	ssize_t			 n;
+
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	n = readlink(proc, buf, sizeof buf);
+	if (n <= 0 || (size_t)n >= sizeof buf || buf[0] != '/' ||
+	    ((size_t)n >= sizeof gone - 1 &&
+	    memcmp(buf + n - (sizeof gone - 1), gone, sizeof gone - 1) == 0))
+		return NULL;
+	return xstrndup(buf, (size_t)n);
+}

@@ -22,5 +22,12 @@ int	osdep_open_beneath(int dirfd, const char *path, int oflags, mode_t mode,
 	    int how);
 /* True if osdep_open_beneath works here (probed once, then cached). */
 int	osdep_have_open_beneath(void);
+/*
+ * The canonical path of what fd is now (not what it was opened as: a
+ * folder renamed since shows its new name), as a new string; NULL when the
+ * system cannot tell or the object was deleted. Linux reads it from
+ * /proc/self/fd, Windows from the handle (GetFinalPathNameByHandle).
+ */
+char	*osdep_fd_path(int fd);
 
 #endif

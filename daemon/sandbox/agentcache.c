@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agentcache.h"
+#include "paths.h"
 #include "sha256.h"
 #include "xmalloc.h"
 
@@ -50,7 +51,7 @@ ac_env_abs(const char *name)
 {
 	const char	*v = getenv(name);
 
-	return v != NULL && v[0] == '/' ? v : NULL;
+	return v != NULL && paths_is_absolute(v) ? v : NULL;
 }
 
 /* The folder of every workspace's cache (see agentcache.h). */
@@ -74,7 +75,7 @@ agentcache_dir(const char *workspace)
 	char		hex[SHA256_HEX], real[PATH_MAX], *base, *dir;
 	const char	*w = workspace;
 
-	if (workspace == NULL || workspace[0] != '/')
+	if (workspace == NULL || !paths_is_absolute(workspace))
 		return NULL;
 	if (realpath(workspace, real) != NULL)
 		w = real;

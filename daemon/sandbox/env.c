@@ -26,6 +26,7 @@
 #include "env-int.h"
 #include "osdep-fs.h"
 #include "pathgate.h"
+#include "paths.h"
 #include "secrets.h"
 #include "sandbox.h"
 #include "utf8.h"
@@ -168,7 +169,7 @@ env_key_error(const struct env *e, enum env_key k, char **cause,
 static char *
 env_join(const char *ws, const char *path)
 {
-	if (path[0] == '/')
+	if (paths_is_absolute(path))
 		return xstrdup(path);
 	if (strcmp(path, ".") == 0)
 		return xstrdup(ws);
@@ -190,7 +191,7 @@ env_open(const char *ws, const char *path, char **why)
 	char	*full, *real;
 	int	 wsfd, fd, err;
 
-	if (path[0] == '/') {
+	if (paths_is_absolute(path)) {
 		if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY |
 		    O_CLOEXEC)) == -1)
 			*why = xstrdup(strerror(errno));

@@ -29,6 +29,7 @@
 #include "env.h"
 #include "clock.h"
 #include "envwatch.h"
+#include "paths.h"
 #include "xmalloc.h"
 
 #define EW_PENDING_MAX	256
@@ -609,7 +610,7 @@ envwatch_add_file(struct envwatch *w, const char *path, const char *name,
 	const char	*slash;
 
 	*cause = NULL;
-	if (path[0] != '/' || (slash = strrchr(path, '/')) == NULL ||
+	if (!paths_is_absolute(path) || (slash = strrchr(path, '/')) == NULL ||
 	    slash[1] == '\0') {
 		*cause = xasprintf("%s: not an absolute file path", path);
 		return -1;

@@ -31,6 +31,7 @@
 
 #include "lockaudit.h"
 #include "log.h"
+#include "paths.h"
 #include "xmalloc.h"
 
 #define LA_DEPTH_MAX	32	/* folder levels recorded under one path */
@@ -316,7 +317,7 @@ lockaudit_create(const char *root, const char *file, char **cause)
 	struct lockaudit	*la;
 
 	*cause = NULL;
-	if (root == NULL || root[0] != '/') {
+	if (root == NULL || !paths_is_absolute(root)) {
 		*cause = xstrdup("lockaudit: the root must be absolute");
 		return NULL;
 	}

@@ -58,6 +58,7 @@
 #include "escape.h"
 #include "osdep-fs.h"
 #include "pathgate.h"
+#include "paths.h"
 #include "sandbox.h"
 #include "sandbox-int.h"
 #include "xmalloc.h"
@@ -204,7 +205,7 @@ sandbox_set_forbidden(const char *const *paths, size_t n)
 	sb_forbidden = xcalloc(n + 1, sizeof *sb_forbidden);
 	sb_nforbidden = 0;
 	for (i = 0; i < n; i++) {
-		if (paths[i] == NULL || paths[i][0] != '/')
+		if (paths[i] == NULL || !paths_is_absolute(paths[i]))
 			continue;
 		r = realpath(paths[i], NULL);
 		sb_forbidden[sb_nforbidden++] = r != NULL ? r : xstrdup(paths[i]);
@@ -215,47 +216,36 @@ sandbox_set_forbidden(const char *const *paths, size_t n)
 const char *
 sb_fd_forbidden(int fd)
 {
-	char	link[64], path[PATH_MAX];
-	ssize_t	n;
-	size_t	i, len;
+	char	*path;
+	size_t	 i, len;
 
-	if (sb_nforbidden == 0)
+	if (sb_nforbidden == 0 || (path = osdep_fd_path(fd)) == NULL)
 		return NULL;
-	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	if ((n = readlink(link, path, sizeof path - 1)) <= 0)
-		return NULL;
-	path[n] = '\0';
 	for (i = 0; i < sb_nforbidden; i++) {
 		len = strlen(sb_forbidden[i]);
 		if (strncmp(path, sb_forbidden[i], len) == 0 &&
-		    (path[len] == '/' || path[len] == '\0'))
+		    (path[len] == '/' || path[len] == '\0')) {
+			free(path);
 			return sb_forbidden[i];
+		}
 	}
+	free(path);
 	return NULL;
 }
 
 /*
  * The real path of an open folder: what the fd is, not what the path
- * was (a link swapped between a check and the open shows here). The
- * kernel's name for the fd in /proc is already canonical, so one readlink
- * gives it (realpath of the /proc link would check every component of it
- * again, a dozen system calls). Else, for a folder since deleted (the name
- * ends in " (deleted)": realpath then decides) or without /proc, realpath
- * of the path.
+ * was (a link swapped between a check and the open shows here). Else, for
+ * a folder since deleted (realpath then decides) or where the system
+ * cannot tell, realpath of the path.
  */
 static char *
 sb_fd_path(int fd, const char *p)
 {
-	static const char	 gone[] = " (deleted)";
-	char			 proc[64], buf[PATH_MAX];
-	ssize_t			 n;
+	char	*path;
 
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-	n = readlink(proc, buf, sizeof buf);
-	if (n > 0 && (size_t)n < sizeof buf && buf[0] == '/' &&
-	    !((size_t)n >= sizeof gone - 1 &&
-	    memcmp(buf + n - (sizeof gone - 1), gone, sizeof gone - 1) == 0))
-		return xstrndup(buf, (size_t)n);
+	if ((path = osdep_fd_path(fd)) != NULL)
+		return path;
 	return realpath(p, NULL);
 }
 
@@ -270,7 +260,7 @@ sandbox_create(const struct sandbox_config *cfg, char **cause)
 	int		 n;
 
 	*cause = NULL;
-	if (cfg->root == NULL || cfg->root[0] != '/') {
+	if (cfg->root == NULL || !paths_is_absolute(cfg->root)) {
 		*cause = xstrdup("the allowed root must be an absolute path");
 		return NULL;
 	}
@@ -284,7 +274,7 @@ sandbox_create(const struct sandbox_config *cfg, char **cause)
 		r = &sb->roots[n];
 		r->fd = -1;
 		sb->nroots = n + 1;
-		if (p == NULL || p[0] != '/') {
+		if (p == NULL || !paths_is_absolute(p)) {
 			*cause = xasprintf("root '%s' is not an absolute path",
 			    p == NULL ? "(null)" : p);
 			goto fail;
@@ -324,7 +314,8 @@ sandbox_create(const struct sandbox_config *cfg, char **cause)
 	for (i = 0; i < cfg->nliteral; i++) {
 		const char	*l = cfg->literal[i];
 
-		if (l == NULL || l[0] == '\0' || l[0] == '/') {
+		if (l == NULL || l[0] == '\0' || l[0] == '/' ||
+		    paths_is_absolute(l)) {
 			*cause = xasprintf("protected path '%s': not a path "
 			    "relative to the root", l == NULL ? "(null)" : l);
 			goto fail;

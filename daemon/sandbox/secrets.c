@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "paths.h"
 #include "secrets.h"
 #include "xmalloc.h"
 
@@ -39,7 +40,7 @@ secrets_home(void)
 	const char	*h = getenv("HOME");
 	char		 p[PATH_MAX];
 
-	if (h == NULL || h[0] != '/' || realpath(h, p) == NULL)
+	if (h == NULL || !paths_is_absolute(h) || realpath(h, p) == NULL)
 		return NULL;
 	return xstrdup(p);
 }
