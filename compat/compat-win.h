@@ -88,6 +88,11 @@
 #undef interface
 #undef small
 
+/* A name's longest, in bytes, as on Linux (Windows allows 255 UTF-16 units). */
+#ifndef NAME_MAX
+#define NAME_MAX	255
+#endif
+
 /* Identities: see the top of this file. */
 typedef unsigned int	uid_t;
 typedef unsigned int	gid_t;
@@ -192,6 +197,20 @@ char	*mkdtemp(char *);
 #ifndef X_OK
 #define X_OK	0	/* Windows has no execute bit: existence */
 #endif
+
+int	fchmodat(int, const char *, mode_t, int);
+int	symlinkat(const char *, int, const char *);
+
+/*
+ * A stream into memory (POSIX 2008): *buf and *len are set, the buffer
+ * NUL-terminated, at every fflush and fclose, as POSIX says. fclose and
+ * fflush are wrapped to do that for such streams.
+ */
+FILE	*open_memstream(char **, size_t *);
+#define fclose(f)	compat_fclose(f)
+int	 compat_fclose(FILE *);
+#define fflush(f)	compat_fflush(f)
+int	 compat_fflush(FILE *);
 
 ssize_t	pread(int, void *, size_t, off_t);
 ssize_t	pwrite(int, const void *, size_t, off_t);

@@ -744,7 +744,7 @@ ap_schedule(void)
 	if (wait > 3600 * 1000)
 		wait = 3600 * 1000;
 	tv.tv_sec = (time_t)(wait / 1000);
-	tv.tv_usec = (suseconds_t)(wait % 1000) * 1000 + 1000;
+	tv.tv_usec = (long)(wait % 1000) * 1000 + 1000;
 	if (tv.tv_usec >= 1000000) {
 		tv.tv_sec++;
 		tv.tv_usec -= 1000000;

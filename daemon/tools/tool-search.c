@@ -27,7 +27,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifdef HAVE_TRE
+#include <tre/regex.h>
+#else
 #include <regex.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +179,25 @@ tf_file_end(struct tf_search *s)
 }
 
 /*
+ * Matches one line of len bytes (no NUL needed at its end): REG_STARTEND
+ * where the library has it (glibc), else a length-bounded regnexec (TRE on
+ * Windows). Both give POSIX's leftmost-longest match. Returns regexec's.
+ */
+static int
+tf_regexec_line(const regex_t *re, const char *p, size_t len)
+{
+	regmatch_t	m;
+
+#ifdef REG_STARTEND
+	m.rm_so = 0;
+	m.rm_eo = (regoff_t)len;
+	return regexec(re, p, 1, &m, REG_STARTEND);
+#else
+	return regnexec(re, p, len, 1, &m, 0);
+#endif
+}
+
+/*
  * Scans the open file's lines from where it stopped. Returns 1 if the
  * slice ran out first (call again to go on), 0 once the file is done or
  * the search stopped. Every 64 lines, or 16 KiB of long ones, it looks at
@@ -185,7 +208,6 @@ tf_search_text(struct tf_search *s, const struct tf_slice *sl)
 {
 	const char	*buf = s->buf, *end = s->buf + s->blen, *nl, *q;
 	const char	*p = buf + s->pos, *hit = s->hit, *look = p;
-	regmatch_t	 m;
 	size_t		 line = s->line, ll, tl;
 	int		 lossy;
 
@@ -226,9 +248,7 @@ tf_search_text(struct tf_search *s, const struct tf_slice *sl)
 			ll = TF_SEARCH_LINE_MAX;
 			s->lines_cut++;
 		}
-		m.rm_so = 0;
-		m.rm_eo = (regoff_t)ll;
-		if (regexec(&s->re, p, 1, &m, REG_STARTEND) != 0)
+		if (tf_regexec_line(&s->re, p, ll) != 0)
 			continue;
 		tl = ll;
 		if (tl > 0 && p[tl - 1] == '\r')
