@@ -651,8 +651,20 @@ void	compat_win_init(void) __attribute__((constructor));
 void
 compat_win_init(void)
 {
-	_setmode(0, _O_BINARY);
-	_setmode(1, _O_BINARY);
-	_setmode(2, _O_BINARY);
+	static const DWORD	std[] = { STD_INPUT_HANDLE, STD_OUTPUT_HANDLE,
+				    STD_ERROR_HANDLE };
+	HANDLE			h;
+	int			fd;
+
+	/*
+	 * Only the streams that exist: a service has none, and the C
+	 * runtime may treat a mode change of a closed fd as a fatal
+	 * invalid parameter.
+	 */
+	for (fd = 0; fd < 3; fd++) {
+		h = GetStdHandle(std[fd]);
+		if (h != NULL && h != INVALID_HANDLE_VALUE)
+			_setmode(fd, _O_BINARY);
+	}
 	_fmode = _O_BINARY;
 }
