@@ -10,7 +10,8 @@
  * memmem and strcasestr, and links where the system lets the test make
  * one (a check that cannot run says "skip" and why). Built on compat/,
  * it also checks the rules compat-win.h adds (streams refused, names
- * without case, fixed modes); elsewhere those three say "skip".
+ * without case, fixed modes, no inheritance); elsewhere those four say
+ * "skip".
  */
 #include "gbr-config.h"
 
@@ -698,6 +699,8 @@ check_windows(void)
 #ifdef GBR_COMPAT_WIN_H
 	char		buf[64];
 	struct stat	a, b;
+	DWORD		flags;
+	int		fd;
 
 	errno = 0;
 	CHECK(openat(dfd, "a.txt:stream", O_WRONLY | O_CREAT, 0644) == -1 &&
@@ -709,8 +712,14 @@ check_windows(void)
 	CHECK(fstatat(dfd, "sub", &a, 0) == 0 && (a.st_mode & 0777) == 0755 &&
 	    fstatat(dfd, "a.txt", &b, 0) == 0 && (b.st_mode & 0777) == 0644,
 	    "modes: 0755 for a folder, 0644 for a file");
+	fd = openat(dfd, "a.txt", O_RDONLY);
+	CHECK(fd != -1 && GetHandleInformation((HANDLE)_get_osfhandle(fd),
+	    &flags) && (flags & HANDLE_FLAG_INHERIT) == 0,
+	    "an fd opened without O_CLOEXEC is not inherited either");
+	if (fd != -1)
+		close(fd);
 #else
-	skip(3, "Windows' own rules (streams, case, fixed modes)");
+	skip(4, "Windows' own rules (streams, case, fixed modes, inheritance)");
 #endif
 }
 
