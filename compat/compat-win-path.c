@@ -192,3 +192,50 @@ mkdtemp(char *template)
 	errno = EEXIST;
 	return NULL;
 }
+
+/* fchmodat(2): fchmod of what dirfd/path names (not following a link). */
+int
+fchmodat(int dirfd, const char *path, mode_t mode, int flags)
+{
+	int	fd, r, saved;
+
+	if ((fd = openat(dirfd, path, O_PATH | ((flags & AT_SYMLINK_NOFOLLOW) ?
+	    O_NOFOLLOW : 0))) == -1)
+		return -1;
+	r = fchmod(fd, mode);
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return r;
+}
+
+/*
+ * symlinkat(2): the link is made by its full path, the folder's final
+ * path (what dirfd is now) joined with path.
+ */
+int
+symlinkat(const char *target, int dirfd, const char *path)
+{
+	HANDLE	 h;
+	char	*dir, *full;
+	size_t	 n;
+	int	 r;
+
+	if (dirfd == AT_FDCWD)
+		return symlink(target, path);
+	if ((h = cw_fd_handle(dirfd)) == INVALID_HANDLE_VALUE)
+		return -1;
+	if ((dir = cw_final_utf8(h)) == NULL)
+		return -1;
+	n = strlen(dir) + 1 + strlen(path) + 1;
+	if ((full = malloc(n)) == NULL) {
+		free(dir);
+		errno = ENOMEM;
+		return -1;
+	}
+	snprintf(full, n, "%s/%s", dir, path);
+	free(dir);
+	r = symlink(target, full);
+	free(full);
+	return r;
+}

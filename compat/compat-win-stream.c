@@ -14,7 +14,7 @@
  * small and locked: only the thread that made a stream uses it, but two
  * threads may make streams at once.
  */
-#include "gbr-config.h"
+#include "compat-win-impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* This file's fclose and fflush are the C runtime's. */
 #undef fclose
 #undef fflush
 
