@@ -1,14 +1,20 @@
 /*
  * A minimal TAP producer for the C unit tests: one "ok N - name" line per
  * check, a plan at the end, exit status 1 if any check failed. automake's
- * tap-driver.sh counts the lines.
+ * tap-driver.sh counts the lines. The same tests run on Linux and, under
+ * Wine, on Windows: the helpers below give them a temporary folder with a
+ * path the system calls absolute, and a way to skip, saying why, what a
+ * system cannot do.
  */
 #ifndef GBR_UNIT_H
 #define GBR_UNIT_H
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int unit_n, unit_failed;
 
@@ -37,6 +43,70 @@ unit_same(const char *s, const char *want)
 	printf("# got  [%s]\n# want [%s]\n", s, want);
 	return 0;
 }
+
+/*
+ * Reports n checks that cannot run on this system, with the reason: a TAP
+ * skip, which the driver counts, never a silent pass.
+ */
+static inline void
+unit_skip(int n, const char *why)
+{
+	while (n-- > 0)
+		printf("ok %d # skip %s\n", ++unit_n, why);
+	fflush(stdout);
+}
+
+/*
+ * Makes a new folder for a test's files and writes its real absolute
+ * path, as this system spells one, into buf: $TMPDIR (else $TEMP, which
+ * Windows sets, else /tmp), then realpath, so "/tmp/gbr-test-NAME-..." on
+ * Unix and "C:/Users/.../Temp/gbr-test-NAME-..." on Windows, where a
+ * path from "/tmp" would have no drive and would not be absolute. Exits
+ * 99 (a hard error to the TAP driver) if it cannot.
+ */
+static inline char *
+unit_tmpdir(char *buf, size_t size, const char *name)
+{
+	const char	*t = getenv("TMPDIR");
+	char		 tmpl[PATH_MAX], real[PATH_MAX];
+
+	if (t == NULL || *t == '\0')
+		t = getenv("TEMP");
+	if (t == NULL || *t == '\0')
+		t = "/tmp";
+	if ((size_t)snprintf(tmpl, sizeof tmpl, "%s/gbr-test-%s-XXXXXX", t,
+	    name) >= sizeof tmpl || mkdtemp(tmpl) == NULL ||
+	    realpath(tmpl, real) == NULL ||
+	    (size_t)snprintf(buf, size, "%s", real) >= size) {
+		fprintf(stderr, "cannot make a folder for the test in %s: %s\n",
+		    t, strerror(errno));
+		exit(99);
+	}
+	return buf;
+}
+
+/*
+ * 1 if this system lets the test make a symbolic link in dir; 0 where it
+ * cannot (Wine makes none, Windows only with Developer Mode or the
+ * privilege), so that checks about links are skipped there, saying why.
+ */
+static inline int
+unit_can_symlink(const char *dir)
+{
+	char	path[PATH_MAX];
+	int	ok;
+
+	snprintf(path, sizeof path, "%s/.unit-link-probe", dir);
+	ok = symlink("target", path) == 0;
+	if (ok)
+		unlink(path);
+	return ok;
+}
+
+/* Why checks about symbolic links are skipped (unit_can_symlink). */
+#define UNIT_NO_SYMLINKS \
+	"this system cannot make symbolic links (Wine; Windows without " \
+	"Developer Mode)"
 
 static inline int
 unit_done(void)
