@@ -9,12 +9,18 @@
 #ifndef GBR_UNIT_H
 #define GBR_UNIT_H
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#ifdef GBR_COMPAT_WIN_H
+#include <sddl.h>
+#endif
 
 static int unit_n, unit_failed;
 
@@ -93,7 +99,7 @@ unit_tmpdir(char *buf, size_t size, const char *name)
 static inline int
 unit_can_symlink(const char *dir)
 {
-	char	path[PATH_MAX];
+	char	path[PATH_MAX + 32];
 	int	ok;
 
 	snprintf(path, sizeof path, "%s/.unit-link-probe", dir);
@@ -107,6 +113,69 @@ unit_can_symlink(const char *dir)
 #define UNIT_NO_SYMLINKS \
 	"this system cannot make symbolic links (Wine; Windows without " \
 	"Developer Mode)"
+
+#ifdef GBR_COMPAT_WIN_H
+/* ntdll's; winternl.h does not declare it. */
+NTSTATUS NTAPI	NtSetSecurityObject(HANDLE, SECURITY_INFORMATION,
+		    PSECURITY_DESCRIPTOR);
+#endif
+
+/*
+ * Lets others read and change path (shared 1) or makes it its owner's
+ * alone (0), the way this system says so: the mode on Unix (0666 or 0600
+ * for a file, 0777 or 0700 for a folder); the DACL on Windows, where
+ * modes mean nothing (the owner, and Everyone reading and writing, or the
+ * owner alone, nothing inherited). The DACL is set on a handle with
+ * NtSetSecurityObject: Wine 8's SetSecurityInfo puts the parent's
+ * entries back into a protected DACL. Returns 0 or -1.
+ */
+static inline int
+unit_set_shared(const char *path, int shared)
+{
+#ifdef GBR_COMPAT_WIN_H
+	PSECURITY_DESCRIPTOR	 sd = NULL;
+	HANDLE			 tok, h;
+	unsigned char		 user[512];
+	DWORD			 n;
+	LPSTR			 me = NULL;
+	WCHAR			 w[PATH_MAX];
+	char			 sddl[512];
+	int			 r = -1;
+
+	if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &tok))
+		return -1;
+	if (GetTokenInformation(tok, TokenUser, user, sizeof user, &n))
+		ConvertSidToStringSidA(((TOKEN_USER *)user)->User.Sid, &me);
+	CloseHandle(tok);
+	if (me == NULL)
+		return -1;
+	snprintf(sddl, sizeof sddl, "D:P(A;OICI;FA;;;%s)%s", me,
+	    shared ? "(A;OICI;FRFW;;;WD)" : "");
+	LocalFree(me);
+	if (MultiByteToWideChar(CP_UTF8, 0, path, -1, w, PATH_MAX) <= 0 ||
+	    !ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl,
+	    SDDL_REVISION_1, &sd, NULL))
+		return -1;
+	h = CreateFileW(w, WRITE_DAC | READ_CONTROL, FILE_SHARE_READ |
+	    FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL, OPEN_EXISTING,
+	    FILE_FLAG_BACKUP_SEMANTICS, NULL);
+	if (h != INVALID_HANDLE_VALUE) {
+		if (NtSetSecurityObject(h, DACL_SECURITY_INFORMATION, sd) == 0)
+			r = 0;
+		CloseHandle(h);
+	}
+	LocalFree(sd);
+	return r;
+#else
+	struct stat	sb;
+
+	if (stat(path, &sb) != 0)
+		return -1;
+	if (S_ISDIR(sb.st_mode))
+		return chmod(path, shared ? 0777 : 0700);
+	return chmod(path, shared ? 0666 : 0600);
+#endif
+}
 
 static inline int
 unit_done(void)
