@@ -146,9 +146,10 @@ cw_aside_name(wchar_t *w)
  * Deletes what h is open on: POSIX semantics first (the name goes now,
  * even while others have it open), else the classic delete, which takes
  * the name away only when the last handle closes. So that the name is
- * free at once there too, as after unlink(2), a file (not a folder) whose
- * folder and name are known is first renamed aside; its aside name goes
- * when the last handle closes.
+ * free at once there too, as after unlink(2) and rmdir(2), what is
+ * deleted is renamed aside in its folder when the folder and name are
+ * known (a file before the delete, a folder after it, once the delete
+ * has found it empty); its aside name goes when the last handle closes.
  */
 static NTSTATUS
 cw_delete_handle(HANDLE h, HANDLE root, const wchar_t *name, size_t len,
@@ -182,6 +183,14 @@ cw_delete_handle(HANDLE h, HANDLE root, const wchar_t *name, size_t len,
 		    (FILE_INFORMATION_CLASS)CW_FileDispositionInformation);
 	if (st != STATUS_SUCCESS && renamed)
 		cw_rename_handle(h, root, name, len, 0);
+	/*
+	 * A folder is put aside only once the delete is set, which has
+	 * checked that it is empty: a folder that stays must keep its name.
+	 * Where the system will not rename it now, its name stays until the
+	 * last handle closes, as before.
+	 */
+	if (st == STATUS_SUCCESS && isdir && root != NULL)
+		(void)cw_rename_handle(h, root, aside, cw_aside_name(aside), 0);
 	return st;
 }
 

@@ -348,6 +348,19 @@ check_unlink(void)
 	errno = 0;
 	CHECK(unlinkat(dfd, "empty", AT_REMOVEDIR) == -1 && errno == ENOENT,
 	    "and again: ENOENT");
+
+	/* A folder held open (a sandbox holds its root so): the name goes now. */
+	held = mkdirat(dfd, "heldd", 0755) == 0 ? openat(dfd, "heldd",
+	    O_RDONLY | O_DIRECTORY) : -1;
+	CHECK(held != -1 && unlinkat(dfd, "heldd", AT_REMOVEDIR) == 0,
+	    "AT_REMOVEDIR of an empty folder held open");
+	errno = 0;
+	CHECK(fstatat(dfd, "heldd", &st, 0) == -1 && errno == ENOENT &&
+	    mkdirat(dfd, "heldd", 0755) == 0, "its name is gone and free at "
+	    "once");
+	if (held != -1)
+		close(held);
+	CHECK(unlinkat(dfd, "heldd", AT_REMOVEDIR) == 0, "the new one goes too");
 }
 
 /* A listing with fdopendir and readdir: exactly the names made. */

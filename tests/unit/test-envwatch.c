@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "envwatch.h"
+#include "osdep-proc.h"
 #include "unit.h"
 #include "xmalloc.h"
 
@@ -146,9 +147,7 @@ scenarios(int poll)
 	long			 burst_ms;
 	int			 i, settle;
 
-	snprintf(ws, sizeof ws, "/tmp/gbr-test-envwatch-XXXXXX");
-	if (mkdtemp(ws) == NULL)
-		exit(99);
+	unit_tmpdir(ws, sizeof ws, "envwatch");
 	snprintf(path, sizeof path, "%s/.gbr_envs", ws);
 	mkdir(path, 0755);
 	snprintf(path, sizeof path, "%s/prompts", ws);
@@ -312,8 +311,11 @@ scenarios(int poll)
 int
 main(void)
 {
-	base = event_base_new();
-	if (base == NULL)
+	char	*cause = NULL;
+
+	/* What gbrd does before its loop (Winsock, libevent's locks). */
+	if (osdep_loop_prepare(&cause) != 0 || (base = event_base_new()) ==
+	    NULL)
 		return 99;
 #ifdef HAVE_SYS_INOTIFY_H
 	mode = "inotify";
