@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "paths.h"
 #include "sandbox.h"
 #include "unit.h"
 #include "xmalloc.h"
@@ -142,11 +143,11 @@ check_bads(void)
 static void
 check_goods(void)
 {
-	static const char ini[] =
+	static const char ini_fmt[] =
 	    "; a comment\n"
 	    "[env]\n"
 	    "allowed_root    = ./src/..\n"
-	    "read_only_roots = build/packages, /usr/include\n"
+	    "read_only_roots = build/packages, %s\n"
 	    "protected_files = gleam.toml, manifest.toml\n"
 	    "protected_files = priv/**\n"
 	    "check_command   = gleam check ; a comment after\n"
@@ -173,9 +174,12 @@ check_goods(void)
 	    " \"llm\": {\"provider\": \"anthropic\", \"model\": \"claude\"}}";
 	struct env		*e;
 	const char *const	*v;
-	char			*cause, *text;
+	char			*cause, *text, ini[sizeof ini_fmt + 64];
 	size_t			 n, i;
 
+	/* An absolute read-only root as this system writes one. */
+	snprintf(ini, sizeof ini, ini_fmt, paths_is_absolute("/usr/include") ?
+	    "/usr/include" : "C:/include");
 	e = parse(ENV_INI, ini, strlen(ini), &cause);
 	CHECK(e != NULL, "a full INI profile parses (%s)", cause ? cause : "ok");
 	if (e != NULL) {
@@ -314,11 +318,10 @@ check_workspace(void)
 	char			*cause = NULL, want[PATH_MAX + 64], *s;
 	enum gbr_err		 k;
 	size_t			 n, ai;
-	int			 r;
+	int			 r, links;
 
-	snprintf(ws, sizeof ws, "/tmp/gbr-test-env-XXXXXX");
-	if (mkdtemp(ws) == NULL)
-		exit(99);
+	unit_tmpdir(ws, sizeof ws, "env");
+	links = unit_can_symlink(ws);
 
 	/* No .gbr_envs, no gleam.toml: the plain built-in default. */
 	r = env_load(ws, NULL, &e, &cause);
@@ -450,10 +453,21 @@ check_workspace(void)
 			{ "prompts/q?.md", "prompts/qa.md" },
 			{ "prompts/[y.md", NULL },
 		};
-		size_t	i;
-		char	ini[256];
+		size_t	 i;
+		char	 ini[256];
+		FILE	*f;
 
 		for (i = 0; i < sizeof lit / sizeof lit[0]; i++) {
+			/* Windows allows no '*' or '?' in a name: no such file. */
+			snprintf(want, sizeof want, "%s/%s", ws, lit[i].name);
+			if ((f = fopen(want, "w")) == NULL && errno == EINVAL) {
+				unit_skip(lit[i].other != NULL ? 4 : 3, "this "
+				    "system allows no such character in a file "
+				    "name");
+				continue;
+			}
+			if (f != NULL)
+				fclose(f);
 			put(lit[i].name, "Literal.\n");
 			snprintf(ini, sizeof ini, "[prompt]\nsystem_file = %s\n",
 			    lit[i].name);
@@ -529,13 +543,26 @@ check_workspace(void)
 	load_bad("file", "file.ini:2: allowed_root 'gleam.toml' is not a folder",
 	    "allowed_root that is a file");
 	snprintf(want, sizeof want, "%s/escape", ws);
-	if (symlink("/tmp", want) != 0)
-		exit(99);
-	put(".gbr_envs/esc.ini", "[env]\nallowed_root = escape\n");
-	load_bad("esc", "esc.ini:2: allowed_root 'escape' is outside the workspace",
-	    "allowed_root through a symlink out");
-	put(".gbr_envs/abs.ini", "[env]\nallowed_root = /etc\n");
-	load_bad("abs", "abs.ini:2: allowed_root '/etc' is outside", "allowed_root absolute outside");
+	if (links) {
+		if (symlink("/tmp", want) != 0)
+			exit(99);
+		put(".gbr_envs/esc.ini", "[env]\nallowed_root = escape\n");
+		load_bad("esc", "esc.ini:2: allowed_root 'escape' is outside "
+		    "the workspace", "allowed_root through a symlink out");
+	} else
+		unit_skip(1, UNIT_NO_SYMLINKS);
+	/* A folder outside, absolute as this system writes it. */
+	{
+		const char	*out = paths_is_absolute("/etc") ? "/etc" :
+		    "C:/Windows";
+		char		 ini[128], msg[128];
+
+		snprintf(ini, sizeof ini, "[env]\nallowed_root = %s\n", out);
+		put(".gbr_envs/abs.ini", ini);
+		snprintf(msg, sizeof msg, "abs.ini:2: allowed_root '%s' is "
+		    "outside", out);
+		load_bad("abs", msg, "allowed_root absolute outside");
+	}
 	put(".gbr_envs/sf.ini", "[prompt]\n\nsystem_file = prompts/none.md\n");
 	load_bad("sf", "sf.ini:3: system_file 'prompts/none.md'", "a missing system_file");
 	put(".gbr_envs/sfd.ini", "[prompt]\nsystem_file = prompts\n");
@@ -558,16 +585,23 @@ check_workspace(void)
 			exit(99);
 		fputs("[env]\nautonomy = full\n", f);
 		fclose(f);
-		snprintf(lpath, sizeof lpath, "%s/.gbr_envs/linked.ini", ws);
-		if (symlink(secret, lpath) != 0)
-			exit(99);
-		load_bad("linked", "leads outside the workspace", "a profile that links out");
-		snprintf(lpath, sizeof lpath, "%s/prompts/leak.md", ws);
-		if (symlink(secret, lpath) != 0)
-			exit(99);
-		put(".gbr_envs/leak.ini", "[prompt]\nsystem_file = prompts/leak.md\n");
-		load_bad("leak", "leak.ini:2: system_file 'prompts/leak.md': it leads outside",
-		    "a system_file that links out");
+		if (links) {
+			snprintf(lpath, sizeof lpath, "%s/.gbr_envs/linked.ini",
+			    ws);
+			if (symlink(secret, lpath) != 0)
+				exit(99);
+			load_bad("linked", "leads outside the workspace",
+			    "a profile that links out");
+			snprintf(lpath, sizeof lpath, "%s/prompts/leak.md", ws);
+			if (symlink(secret, lpath) != 0)
+				exit(99);
+			put(".gbr_envs/leak.ini",
+			    "[prompt]\nsystem_file = prompts/leak.md\n");
+			load_bad("leak", "leak.ini:2: system_file "
+			    "'prompts/leak.md': it leads outside",
+			    "a system_file that links out");
+		} else
+			unit_skip(2, UNIT_NO_SYMLINKS);
 		snprintf(want, sizeof want, "[prompt]\nsystem_file = %s\n", secret);
 		put(".gbr_envs/abssf.ini", want);
 		r = env_load(ws, "abssf", &e, &cause);
