@@ -122,6 +122,22 @@ paths_is_absolute(const char *path)
 	return path != NULL && path[0] == '/';
 }
 
+/* The root of an absolute path is its first '/'. */
+size_t
+paths_root_len(const char *path)
+{
+	return paths_is_absolute(path) ? 1 : 0;
+}
+
+/* The home: $HOME when it is absolute (no other guess: see paths.h). */
+char *
+paths_home_dir(void)
+{
+	const char	*v = paths_env("HOME");
+
+	return v != NULL && paths_is_absolute(v) ? xstrdup(v) : NULL;
+}
+
 /* Creates missing parents of dir with mode 0700 (existing ones untouched). */
 static int
 paths_mkparents(const char *dir, char **cause)

@@ -210,6 +210,29 @@ paths_is_absolute(const char *path)
 	    (path[2] == '/' || path[2] == '\\');
 }
 
+/* The root of an absolute path is its drive and the separator after it. */
+size_t
+paths_root_len(const char *path)
+{
+	return paths_is_absolute(path) ? 3 : 0;
+}
+
+/*
+ * The home: an absolute $HOME (Git for Windows and MSYS set one), else
+ * %USERPROFILE%, else the profile known folder.
+ */
+char *
+paths_home_dir(void)
+{
+	const char	*v;
+
+	if ((v = paths_env("HOME")) != NULL && paths_is_absolute(v))
+		return paths_forward(xstrdup(v));
+	if ((v = paths_env("USERPROFILE")) != NULL && paths_is_absolute(v))
+		return paths_forward(xstrdup(v));
+	return paths_known_folder(&FOLDERID_Profile);
+}
+
 /* The calling process's user SID (a new allocation), or NULL. */
 static PSID
 paths_user_sid(void)
@@ -353,7 +376,7 @@ paths_mkparents(const char *dir, char **cause)
 	char	*copy = xstrdup(dir), *p;
 
 	/* Past the drive's root: "C:/" itself is never made. */
-	p = copy + (paths_is_absolute(copy) ? 3 : 1);
+	p = copy + (paths_root_len(copy) > 0 ? paths_root_len(copy) : 1);
 	for (; *p != '\0'; p++) {
 		if (*p != '/' && *p != '\\')
 			continue;

@@ -33,6 +33,19 @@ char	*paths_dirname(const char *);
  * letter with its root ("C:/...", "C:\\...") on Windows.
  */
 int	 paths_is_absolute(const char *path);
+/*
+ * The length of an absolute path's root, what a walk down its folders
+ * starts after: 1 for "/x" on Unix, 3 for "C:/x" on Windows; 0 for a
+ * path that is not absolute.
+ */
+size_t	 paths_root_len(const char *path);
+/*
+ * The user's home folder (new string), for what must be kept from the
+ * agent and for the agent's caches: $HOME when it is absolute; on
+ * Windows else %USERPROFILE%, else the profile folder, written with
+ * forward slashes. NULL when there is none.
+ */
+char	*paths_home_dir(void);
 
 /*
  * Makes sure dir is a private folder: creates it (mode 0700) if missing,

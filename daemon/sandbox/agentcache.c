@@ -60,11 +60,16 @@ agentcache_base(void)
 {
 	const char	*v;
 
+	char		*home, *base = NULL;
+
 	if ((v = ac_env_abs("XDG_CACHE_HOME")) != NULL)
 		return xasprintf("%s/gbr-agent", v);
-	if ((v = ac_env_abs("HOME")) != NULL && strcmp(v, "/") != 0)
-		return xasprintf("%s/.cache/gbr-agent", v);
-	return NULL;
+	/* A home that is a root ("/") is none: nothing may be made there. */
+	if ((home = paths_home_dir()) != NULL &&
+	    strlen(home) > paths_root_len(home))
+		base = xasprintf("%s/.cache/gbr-agent", home);
+	free(home);
+	return base;
 }
 
 /* The cache of a workspace (see agentcache.h). */
@@ -113,7 +118,9 @@ agentcache_mkdirs(const char *path)
 		return -1;
 	}
 	memcpy(buf, path, strlen(path) + 1);
-	for (s = buf + 1; *s != '\0'; s++) {
+	/* Past the root ("/", "C:/"), which is never made. */
+	for (s = buf + (paths_root_len(buf) > 0 ? paths_root_len(buf) : 1);
+	    *s != '\0'; s++) {
 		if (*s != '/')
 			continue;
 		*s = '\0';

@@ -5,7 +5,8 @@
  * command can then fetch and build, and still cannot plant anything in
  * the caches the user's own builds trust. The folder is
  * $XDG_CACHE_HOME/gbr-agent/<16 hex of the workspace's SHA-256>, or
- * ~/.cache/gbr-agent/... without XDG_CACHE_HOME; each variable of the
+ * ~/.cache/gbr-agent/... without XDG_CACHE_HOME (the home as
+ * paths_home_dir says: %USERPROFILE% on Windows); each variable of the
  * table below points at a folder inside it.
  */
 #ifndef GBRD_AGENTCACHE_H

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pathgate.h"
 #include "paths.h"
 #include "secrets.h"
 #include "xmalloc.h"
@@ -37,23 +38,38 @@ secrets_stores(size_t *n)
 char *
 secrets_home(void)
 {
-	const char	*h = getenv("HOME");
-	char		 p[PATH_MAX];
+	char	*h = paths_home_dir(), p[PATH_MAX];
 
-	if (h == NULL || !paths_is_absolute(h) || realpath(h, p) == NULL)
+	if (h == NULL || realpath(h, p) == NULL) {
+		free(h);
 		return NULL;
+	}
+	free(h);
 	return xstrdup(p);
 }
 
-/* True if a is b or lies beneath it (see secrets.h). */
+/*
+ * True if a is b or lies beneath it (see secrets.h): whole components,
+ * compared as the system's file names compare (without case on Windows,
+ * where .SSH is .ssh); a root ("/", "C:/") holds every path on it.
+ */
 int
 secrets_beneath(const char *a, const char *b)
 {
-	size_t	n = strlen(b);
+	size_t	 n = strlen(b);
+	char	*head, *top;
+	int	 r;
 
-	if (n == 1 && b[0] == '/')
-		return 1;
-	return strncmp(a, b, n) == 0 && (a[n] == '/' || a[n] == '\0');
+	if (n > 0 && b[n - 1] == '/')
+		n--;	/* "C:/" is "C:" and what follows; "/" is "" */
+	if (strlen(a) < n || (a[n] != '/' && a[n] != '\0'))
+		return 0;
+	head = xstrndup(a, n);
+	top = xstrndup(b, n);
+	r = pathgate_equal(head, top, PATHGATE_HOST);
+	free(head);
+	free(top);
+	return r;
 }
 
 /* Why a folder may not be read by the agent (see secrets.h). */

@@ -13,12 +13,14 @@
 /* The stores, relative to the home; *n gets their count. */
 const char *const	*secrets_stores(size_t *n);
 /*
- * True if path a is b or lies beneath it, comparing strings (real paths:
- * unlike pathgate_is_under, it never refuses, so a check on it cannot fail
- * open on a name the gate would not take).
+ * True if path a is b or lies beneath it, comparing strings as the
+ * system's names compare (without case on Windows); a root ("/", "C:/")
+ * holds everything on it. Real paths: unlike pathgate_is_under, it never
+ * refuses, so a check on it cannot fail open on a name the gate would not
+ * take.
  */
 int			 secrets_beneath(const char *a, const char *b);
-/* The home as a real path (new string), or NULL. */
+/* The home (paths_home_dir) as a real path (new string), or NULL. */
 char			*secrets_home(void);
 /*
  * Why the agent may not be given a folder (a real path) to read, or NULL:

@@ -23,6 +23,8 @@
 
 #include "agentcache.h"
 #include "env.h"
+#include "pathgate.h"
+#include "paths.h"
 #include "unit.h"
 #include "xmalloc.h"
 
@@ -44,9 +46,7 @@ fresh(void)
 {
 	if (ws[0] != '\0')
 		nftw(ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	snprintf(ws, sizeof ws, "/tmp/gbr-test-eco-XXXXXX");
-	if (mkdtemp(ws) == NULL)
-		exit(99);
+	unit_tmpdir(ws, sizeof ws, "eco");
 }
 
 /* Writes ws/rel, making its folders. */
@@ -317,7 +317,7 @@ check_extends(void)
 static void
 check_secret_roots(void)
 {
-	/* Under the home ("" is the home itself), and "/" above it. */
+	/* Under the home ("" is the home itself), and the root above it. */
 	static const char *const bad[] = { "/.ssh", "/.ssh/keys", "",
 	    "/.config", "/.config/gbr", NULL };
 	struct env	*e;
@@ -334,8 +334,9 @@ check_secret_roots(void)
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		if (bad[i] != NULL)
 			snprintf(root, sizeof root, "%s%s", home, bad[i]);
-		else
-			snprintf(root, sizeof root, "/");
+		else	/* the root above the home: "/", or "C:/" */
+			snprintf(root, sizeof root, "%.*s",
+			    (int)paths_root_len(home), home);
 		snprintf(line, sizeof line, "[env]\nread_only_roots = %s\n",
 		    root);
 		put(".gbr_envs/default.ini", line);
@@ -354,15 +355,34 @@ check_secret_roots(void)
 	e = load();
 	CHECK(e != NULL, "a folder of the home that holds no secret may be one");
 	env_unref(e);
+
+	/*
+	 * .SSH is .ssh where names have no case (Windows): refused there;
+	 * elsewhere it is another folder, and no secret.
+	 */
+	put("home/.SSH/keys/other", "x\n");
+	snprintf(line, sizeof line, "[env]\nread_only_roots = %s/.SSH/keys\n",
+	    home);
+	put(".gbr_envs/default.ini", line);
+	e = NULL;
+	cause = NULL;
+	r = env_load(ws, NULL, &e, &cause);
+	if (pathgate_equal(".ssh", ".SSH", PATHGATE_HOST))
+		CHECK(r == -1 && cause != NULL && strstr(cause, "secret") !=
+		    NULL, "read_only_roots = ~/.SSH/keys is refused where "
+		    "names have no case (%s)", cause != NULL ? cause : "loaded");
+	else
+		CHECK(r == 0, "read_only_roots = ~/.SSH/keys is another folder "
+		    "where names have case (%s)", cause != NULL ? cause : "ok");
+	free(cause);
+	env_unref(e);
 	unsetenv("HOME");
 }
 
 int
 main(void)
 {
-	snprintf(cache, sizeof cache, "/tmp/gbr-test-eco-cache-XXXXXX");
-	if (mkdtemp(cache) == NULL)
-		exit(99);
+	unit_tmpdir(cache, sizeof cache, "eco-cache");
 	setenv("XDG_CACHE_HOME", cache, 1);
 	check_ecosystems();
 	check_extends();
