@@ -191,6 +191,16 @@ int	fsync(int);
 int	fdatasync(int);
 int	fchmod(int, mode_t);
 
+/*
+ * Scatter/gather buffers (<sys/uio.h>, which mingw-w64 lacks): the
+ * transport's writev is WSASend over them (platform/transport-win.c).
+ * The layout is libevent's struct evbuffer_iovec on Windows.
+ */
+struct iovec {
+	void	*iov_base;
+	size_t	 iov_len;
+};
+
 /* Whole-file advisory locks, as flock(2) (LockFileEx on the handle). */
 #define LOCK_SH	1
 #define LOCK_EX	2
