@@ -11,15 +11,15 @@
  * that cannot be read we refuse (fail closed).
  *
  * Also here: Winsock's start, errno for Win32 and Winsock errors, UTF-8
- * and UTF-16, the accounts, and the checked loopback socket pair, which
- * the bridge and gbrd's listener share (transport-win.h).
+ * and UTF-16, and the checked loopback socket pair, which the bridge and
+ * gbrd's listener share (transport-win.h); the accounts are in
+ * transport-account-win.c.
  */
 #include "gbr-config.h"
 
 #include <winsock2.h>
 #include <ws2tcpip.h>
 #include <windows.h>
-#include <sddl.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -38,6 +38,8 @@
 #define TRANSPORT_SOCKBUF	(64 * 1024)
 /* How long the socket pair waits for its own connection to arrive. */
 #define TRANSPORT_PAIR_MS	2000
+/* Others' connections to the pair's port passed over, at most. */
+#define TRANSPORT_PAIR_TRIES	8
 /* The part of a pipe path before its name, and the longest name. */
 #define TRANSPORT_PIPE_PREFIX	"\\\\.\\pipe\\"
 #define TRANSPORT_PIPE_MAX	200
@@ -47,8 +49,6 @@
 
 static INIT_ONCE	 transport_once = INIT_ONCE_STATIC_INIT;
 static int		 transport_wsa_ok;
-static INIT_ONCE	 transport_sid_once = INIT_ONCE_STATIC_INIT;
-static PSID		 transport_sid;
 
 /* InitOnce callback: WSAStartup, once per process. */
 static BOOL CALLBACK
@@ -245,110 +245,6 @@ transport_win_object_name(const char *path, const char *kind)
 	return name;
 }
 
-/* Reads a token's user SID into a new buffer; NULL if it cannot. */
-static PSID
-transport_token_sid(HANDLE token)
-{
-	union {
-		TOKEN_USER	tu;
-		BYTE		b[sizeof(TOKEN_USER) + SECURITY_MAX_SID_SIZE];
-	}	 u;
-	DWORD	 len;
-	PSID	 sid;
-
-	if (!GetTokenInformation(token, TokenUser, &u, sizeof u, &len) ||
-	    !IsValidSid(u.tu.User.Sid))
-		return NULL;
-	len = GetLengthSid(u.tu.User.Sid);
-	sid = xmalloc(len);
-	if (!CopySid(len, sid, u.tu.User.Sid)) {
-		free(sid);
-		return NULL;
-	}
-	return sid;
-}
-
-/* InitOnce callback: reads our own SID. */
-static BOOL CALLBACK
-transport_read_self_sid(PINIT_ONCE once, void *arg, void **ctx)
-{
-	HANDLE	token;
-
-	if (OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &token)) {
-		transport_sid = transport_token_sid(token);
-		CloseHandle(token);
-	}
-	return TRUE;
-}
-
-/* Our own account's SID. */
-PSID
-transport_win_self_sid(void)
-{
-	InitOnceExecuteOnce(&transport_sid_once, transport_read_self_sid, NULL,
-	    NULL);
-	return transport_sid;
-}
-
-/* Names an account for a person: "DOMAIN\name", else its SID string. */
-static char *
-transport_sid_name(PSID sid)
-{
-	wchar_t		 name[256], dom[256], *str;
-	DWORD		 nlen = 256, dlen = 256;
-	SID_NAME_USE	 use;
-	char		*n, *d, *s;
-
-	if (LookupAccountSidW(NULL, sid, name, &nlen, dom, &dlen, &use)) {
-		n = transport_win_utf8(name);
-		d = transport_win_utf8(dom);
-		s = *d != '\0' ? xasprintf("%s\\%s", d, n) : xstrdup(n);
-		free(n);
-		free(d);
-		return s;
-	}
-	if (ConvertSidToStringSidW(sid, &str)) {
-		s = transport_win_utf8(str);
-		LocalFree(str);
-		return s;
-	}
-	return xstrdup("an account that cannot be named");
-}
-
-/*
- * Whether process pid runs as our account. A pid is only a number: the
- * caller asks while the pipe is connected, so the process at the other
- * end cannot have gone and given its number away unless it handed its end
- * of the pipe to another process first.
- */
-int
-transport_win_pid_same_user(DWORD pid, char **who)
-{
-	HANDLE	proc, token;
-	PSID	self = transport_win_self_sid(), sid;
-	int	same;
-
-	if (self == NULL || pid == 0)
-		return -1;
-	if ((proc = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE,
-	    pid)) == NULL)
-		return -1;
-	if (!OpenProcessToken(proc, TOKEN_QUERY, &token)) {
-		CloseHandle(proc);
-		return -1;
-	}
-	sid = transport_token_sid(token);
-	CloseHandle(token);
-	CloseHandle(proc);
-	if (sid == NULL)
-		return -1;
-	same = EqualSid(sid, self) ? 1 : 0;
-	if (!same && who != NULL)
-		*who = transport_sid_name(sid);
-	free(sid);
-	return same;
-}
-
 /* A TCP socket for the pair: overlapped (the bridge), never inherited. */
 static SOCKET
 transport_socket(void)
@@ -386,39 +282,61 @@ transport_tune(SOCKET s)
 	    sizeof size);
 }
 
-/* Accepts the pair's connection from l, waiting a bounded time. */
-static SOCKET
-transport_pair_accept(SOCKET l, struct sockaddr_in *peer)
+/* Whether an accepted peer is the socket we connected (self). */
+static int
+transport_pair_ours(const struct sockaddr_in *peer,
+    const struct sockaddr_in *self)
 {
-	WSAPOLLFD	pfd;
-	u_long		on = 1, off = 0;
-	int		len = sizeof *peer;
-	SOCKET		s;
+	return peer->sin_family == AF_INET &&
+	    peer->sin_addr.s_addr == self->sin_addr.s_addr &&
+	    peer->sin_port == self->sin_port;
+}
 
-	/* A connection stolen on the way must not leave us waiting forever. */
-	pfd.fd = l;
-	pfd.events = POLLRDNORM;
-	pfd.revents = 0;
-	if (WSAPoll(&pfd, 1, TRANSPORT_PAIR_MS) != 1) {
-		WSASetLastError(WSAETIMEDOUT);
-		return INVALID_SOCKET;
-	}
+/*
+ * Accepts the pair's connection from l: the one from self. Any local
+ * process may connect to a loopback port, so others' connections are
+ * closed and passed over, a few at most, within a bounded time (one
+ * stolen on its way must not leave us waiting forever).
+ */
+static SOCKET
+transport_pair_accept(SOCKET l, const struct sockaddr_in *self)
+{
+	struct sockaddr_in	peer;
+	WSAPOLLFD		pfd;
+	u_long			on = 1, off = 0;
+	int			len, tries;
+	SOCKET			s;
+
 	if (ioctlsocket(l, FIONBIO, &on) != 0)
 		return INVALID_SOCKET;
-	s = accept(l, (struct sockaddr *)peer, &len);
-	if (s != INVALID_SOCKET) {
-		/* An accepted socket takes the listener's mode: blocking again. */
-		(void)ioctlsocket(s, FIONBIO, &off);
-		SetHandleInformation((HANDLE)s, HANDLE_FLAG_INHERIT, 0);
+	for (tries = 0; tries < TRANSPORT_PAIR_TRIES; tries++) {
+		pfd.fd = l;
+		pfd.events = POLLRDNORM;
+		pfd.revents = 0;
+		if (WSAPoll(&pfd, 1, TRANSPORT_PAIR_MS) != 1)
+			break;
+		len = sizeof peer;
+		if ((s = accept(l, (struct sockaddr *)&peer, &len)) ==
+		    INVALID_SOCKET)
+			return INVALID_SOCKET;
+		if (transport_pair_ours(&peer, self)) {
+			/* It takes the listener's mode: blocking again. */
+			(void)ioctlsocket(s, FIONBIO, &off);
+			SetHandleInformation((HANDLE)s, HANDLE_FLAG_INHERIT, 0);
+			return s;
+		}
+		closesocket(s);
 	}
-	return s;
+	WSASetLastError(tries == TRANSPORT_PAIR_TRIES ? WSAEACCES :
+	    WSAETIMEDOUT);
+	return INVALID_SOCKET;
 }
 
 /* Makes a checked loopback socket pair (see transport-win.h). */
 int
 transport_win_socketpair(SOCKET sv[2])
 {
-	struct sockaddr_in	 sa, peer, self;
+	struct sockaddr_in	 sa, self;
 	SOCKET			 l, a = INVALID_SOCKET, b = INVALID_SOCKET;
 	BOOL			 excl = TRUE;
 	int			 len, err;
@@ -436,29 +354,18 @@ transport_win_socketpair(SOCKET sv[2])
 	sa.sin_port = 0;
 	len = sizeof sa;
 	if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-	    listen(l, 1) != 0 ||
+	    listen(l, TRANSPORT_PAIR_TRIES) != 0 ||
 	    getsockname(l, (struct sockaddr *)&sa, &len) != 0)
 		goto fail;
 	if ((a = transport_socket()) == INVALID_SOCKET)
 		goto fail;
 	transport_tune(a);
-	if (connect(a, (struct sockaddr *)&sa, sizeof sa) != 0)
-		goto fail;
-	if ((b = transport_pair_accept(l, &peer)) == INVALID_SOCKET)
-		goto fail;
-	/*
-	 * Any local process may connect to a loopback port: the accepted
-	 * socket must be the one we connected, else it is not ours.
-	 */
 	len = sizeof self;
-	if (getsockname(a, (struct sockaddr *)&self, &len) != 0)
+	if (connect(a, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+	    getsockname(a, (struct sockaddr *)&self, &len) != 0)
 		goto fail;
-	if (peer.sin_family != AF_INET ||
-	    peer.sin_addr.s_addr != self.sin_addr.s_addr ||
-	    peer.sin_port != self.sin_port) {
-		WSASetLastError(WSAEACCES);
+	if ((b = transport_pair_accept(l, &self)) == INVALID_SOCKET)
 		goto fail;
-	}
 	transport_tune(b);
 	closesocket(l);
 	sv[0] = a;
