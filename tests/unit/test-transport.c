@@ -189,11 +189,14 @@ static int
 child_listen(const char *path)
 {
 	char	*cause = NULL;
+	int	 r;
 
 	if (listen_open(path, &cause) == 0)
 		return 1;
 	printf("# child refused: %s\n", cause);
-	return strstr(cause, "already") != NULL ? 42 : 2;
+	r = strstr(cause, "already") != NULL ? 42 : 2;
+	free(cause);
+	return r;
 }
 
 /* One daemon per name, in this process and from another. */
