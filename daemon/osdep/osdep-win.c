@@ -37,7 +37,7 @@ osdep_peer_in_run(int fd, pid_t pid)
 const char *
 osdep_peer_cred_method(void)
 {
-	return "named pipe client token";
+	return "GetNamedPipeClientProcessId";
 }
 
 /* The C runtime's limit of open files, raised to its maximum. */
