@@ -352,6 +352,17 @@ compat_rmdir(const char *path)
 	return unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
 }
 
+/* remove(3): a file, or else (EISDIR) an empty folder. */
+int
+compat_remove(const char *path)
+{
+	if (unlinkat(AT_FDCWD, path, 0) == 0)
+		return 0;
+	if (errno != EISDIR)
+		return -1;
+	return unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
+}
+
 /* link(2): a hard link (CreateHardLinkW). */
 int
 link(const char *old, const char *new)

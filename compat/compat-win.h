@@ -239,6 +239,9 @@ int	compat_mkdir(const char *, mode_t);
 int	compat_unlink(const char *);
 #define rmdir(p)	compat_rmdir(p)
 int	compat_rmdir(const char *);
+/* remove(3) as POSIX has it: a file, or an empty folder (the CRT's: files). */
+#define remove(p)	compat_remove(p)
+int	compat_remove(const char *);
 #define rename(a, b)	compat_rename(a, b)
 int	compat_rename(const char *, const char *);
 #define access(p, m)	compat_access(p, m)
@@ -318,6 +321,17 @@ struct compat_dirent	*compat_readdir(compat_dir *);
 int			 compat_closedir(compat_dir *);
 void			 compat_rewinddir(compat_dir *);
 int			 compat_dirfd(compat_dir *);
+
+/*
+ * nftw(3) over the functions above, so that the callback gets gbr's
+ * struct stat and UTF-8 names (mingw-w64's walks with the C runtime's
+ * stat and ANSI names). It honours FTW_PHYS, FTW_DEPTH and FTW_MOUNT;
+ * FTW_CHDIR and FTW_ACTIONRETVAL are not there (EINVAL).
+ */
+#include <ftw.h>
+#define nftw	compat_nftw
+int	compat_nftw(const char *, int (*)(const char *,
+	    const struct compat_stat *, int, struct FTW *), int, int);
 
 /* Strings and memory. */
 void	*memmem(const void *, size_t, const void *, size_t);

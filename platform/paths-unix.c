@@ -179,6 +179,25 @@ paths_private_dir(const char *dir, int parents, char **cause)
 	return 0;
 }
 
+/* A file is private when neither its group nor others have a permission bit. */
+int
+paths_fd_private(int fd, const char *path, char **cause)
+{
+	struct stat	sb;
+
+	*cause = NULL;
+	if (fstat(fd, &sb) != 0) {
+		*cause = xasprintf("cannot check %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if ((sb.st_mode & 077) != 0) {
+		*cause = xasprintf("mode %04o lets others read it (run: chmod "
+		    "600 %s)", (unsigned)(sb.st_mode & 07777), path);
+		return -1;
+	}
+	return 0;
+}
+
 /* Names a user: "alice (uid 1000)", or "uid 1000" when nobody has that uid. */
 char *
 paths_uid_name(uid_t uid)

@@ -9,7 +9,9 @@
  * A private folder is created with a protected DACL that grants the user
  * alone (inheritable by what is made in it), and an existing one is
  * refused unless it is a real folder (not a junction or a link), owned by
- * the user, and its DACL lets no other account write in it. A pipe has no
+ * the user, and its DACL lets no other account write in it. A file is
+ * private (a key) when its DACL lets no other account read or change it:
+ * modes mean nothing here. A pipe has no
  * folder: who serves it is checked on every connection instead (the
  * transport compares the server's account with ours), so
  * paths_check_socket_dir has nothing to look at here.
@@ -278,46 +280,68 @@ paths_mkdir_private(const char *dir)
 }
 
 /*
- * 1 if the folder's DACL lets an account other than ours, SYSTEM and the
- * Administrators group (who can take any file anyway) write in it.
+ * 1 if the DACL lets an account other than ours, SYSTEM and the
+ * Administrators group (who can take any file anyway) have any of the
+ * rights in mask; a missing DACL lets everyone in. Entries that only pass
+ * to what is made inside do not count; every allowing entry but the
+ * plain kind does, as it cannot be read here (never too lenient).
  */
+static int
+paths_dacl_lets_others(PACL dacl, DWORD mask)
+{
+	ACE_HEADER		*h;
+	ACCESS_ALLOWED_ACE	*ace;
+	PSID			 me, sid;
+	DWORD			 i;
+	int			 others = 0;
+
+	if (dacl == NULL || (me = paths_user_sid()) == NULL)
+		return 1;
+	for (i = 0; i < dacl->AceCount && !others; i++) {
+		if (!GetAce(dacl, i, (void **)&h) ||
+		    (h->AceFlags & INHERIT_ONLY_ACE) ||
+		    h->AceType == ACCESS_DENIED_ACE_TYPE ||
+		    h->AceType == ACCESS_DENIED_OBJECT_ACE_TYPE ||
+		    h->AceType == ACCESS_DENIED_CALLBACK_ACE_TYPE ||
+		    h->AceType == ACCESS_DENIED_CALLBACK_OBJECT_ACE_TYPE)
+			continue;
+		if (h->AceType != ACCESS_ALLOWED_ACE_TYPE) {
+			others = 1;
+			continue;
+		}
+		ace = (ACCESS_ALLOWED_ACE *)h;
+		sid = (PSID)&ace->SidStart;
+		if ((ace->Mask & mask) == 0 || EqualSid(sid, me) ||
+		    IsWellKnownSid(sid, WinLocalSystemSid) ||
+		    IsWellKnownSid(sid, WinBuiltinAdministratorsSid) ||
+		    IsWellKnownSid(sid, WinCreatorOwnerSid))
+			continue;
+		others = 1;
+	}
+	free(me);
+	return others;
+}
+
+/* 1 if the folder's DACL lets another account write in it. */
 static int
 paths_others_may_write(const char *dir)
 {
 	PSECURITY_DESCRIPTOR	 sd = NULL;
 	PACL			 dacl = NULL;
-	PSID			 me, ace_sid;
-	ACCESS_ALLOWED_ACE	*ace;
 	WCHAR			*w;
-	DWORD			 i, writes = FILE_WRITE_DATA | FILE_APPEND_DATA |
-				    FILE_ADD_FILE | FILE_ADD_SUBDIRECTORY |
-				    FILE_DELETE_CHILD | WRITE_DAC | WRITE_OWNER |
-				    GENERIC_WRITE | GENERIC_ALL;
 	int			 n, others = 1;
 
-	if ((n = MultiByteToWideChar(CP_UTF8, 0, dir, -1, NULL, 0)) <= 0 ||
-	    (me = paths_user_sid()) == NULL)
+	if ((n = MultiByteToWideChar(CP_UTF8, 0, dir, -1, NULL, 0)) <= 0)
 		return 1;
 	w = xreallocarray(NULL, (size_t)n, sizeof *w);
 	MultiByteToWideChar(CP_UTF8, 0, dir, -1, w, n);
 	if (GetNamedSecurityInfoW(w, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION,
-	    NULL, NULL, &dacl, NULL, &sd) == ERROR_SUCCESS && dacl != NULL) {
-		others = 0;
-		for (i = 0; i < dacl->AceCount && !others; i++) {
-			if (!GetAce(dacl, i, (void **)&ace) ||
-			    ace->Header.AceType != ACCESS_ALLOWED_ACE_TYPE)
-				continue;
-			ace_sid = (PSID)&ace->SidStart;
-			if ((ace->Mask & writes) == 0 || EqualSid(ace_sid, me) ||
-			    IsWellKnownSid(ace_sid, WinLocalSystemSid) ||
-			    IsWellKnownSid(ace_sid, WinBuiltinAdministratorsSid) ||
-			    IsWellKnownSid(ace_sid, WinCreatorOwnerSid))
-				continue;
-			others = 1;
-		}
-	}
+	    NULL, NULL, &dacl, NULL, &sd) == ERROR_SUCCESS)
+		others = paths_dacl_lets_others(dacl, FILE_WRITE_DATA |
+		    FILE_APPEND_DATA | FILE_ADD_FILE | FILE_ADD_SUBDIRECTORY |
+		    FILE_DELETE_CHILD | WRITE_DAC | WRITE_OWNER | GENERIC_WRITE |
+		    GENERIC_ALL);
 	LocalFree(sd);
-	free(me);
 	free(w);
 	return others;
 }
@@ -380,6 +404,44 @@ paths_private_dir(const char *dir, int parents, char **cause)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * A file is private when its DACL, read from the open handle (the file
+ * checked is the file read), lets no other account read or change it.
+ */
+int
+paths_fd_private(int fd, const char *path, char **cause)
+{
+	PSECURITY_DESCRIPTOR	 sd = NULL;
+	PACL			 dacl = NULL;
+	HANDLE			 h = (HANDLE)_get_osfhandle(fd);
+	DWORD			 err;
+	char			*shown, *p;
+	int			 others;
+
+	*cause = NULL;
+	if (h == INVALID_HANDLE_VALUE || (err = GetSecurityInfo(h,
+	    SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, &dacl,
+	    NULL, &sd)) != ERROR_SUCCESS) {
+		*cause = xasprintf("cannot read the permissions of %s", path);
+		return -1;
+	}
+	others = paths_dacl_lets_others(dacl, FILE_READ_DATA |
+	    FILE_WRITE_DATA | FILE_APPEND_DATA | WRITE_DAC | WRITE_OWNER |
+	    GENERIC_READ | GENERIC_WRITE | GENERIC_ALL);
+	LocalFree(sd);
+	if (!others)
+		return 0;
+	/* icacls wants the system's backslashes. */
+	shown = xstrdup(path);
+	for (p = shown; *p != '\0'; p++)
+		if (*p == '/')
+			*p = '\\';
+	*cause = xasprintf("its permissions let other accounts read it (run: "
+	    "icacls \"%s\" /inheritance:r /grant:r \"%%USERNAME%%:F\")", shown);
+	free(shown);
+	return -1;
 }
 
 /* Names an account for a person: this user's name, or "another account". */

@@ -54,6 +54,17 @@ int	 paths_private_dir(const char *dir, int parents, char **cause);
  */
 int	 paths_check_socket_dir(const char *dir, char **cause);
 
+/*
+ * Checks that the open file fd (path names it in messages) is ours
+ * alone, as a key must be: no other account may read or change it. Unix
+ * asks its mode (no group or other bit); Windows, where a mode means
+ * nothing, its DACL (no entry lets an account other than ours, SYSTEM or
+ * the Administrators, who can take any file anyway, read or change it).
+ * Returns 0, or -1 with *cause (the caller frees it) saying what lets
+ * others in and how to make the file private.
+ */
+int	 paths_fd_private(int fd, const char *path, char **cause);
+
 /* Names a user for a person: "alice (uid 1000)", or "uid 1000" alone. */
 char	*paths_uid_name(uid_t);
 

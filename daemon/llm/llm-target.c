@@ -31,6 +31,7 @@
 #include "llm.h"
 #include "llm-int.h"
 #include "log.h"
+#include "paths.h"
 #include "xmalloc.h"
 
 static const struct llm_provider *const llm_providers[] = {
@@ -142,7 +143,7 @@ llm_key_file(const char *path, char **cause)
 	struct stat	 sb;
 	char		 buf[LLM_KEY_MAX + 256];
 	const char	*why;
-	char		*key;
+	char		*key, *why_private;
 	ssize_t		 n;
 	size_t		 len = 0;
 	int		 fd;
@@ -163,11 +164,11 @@ llm_key_file(const char *path, char **cause)
 		    (long)sb.st_uid, (long)geteuid());
 		return NULL;
 	}
-	if ((sb.st_mode & 077) != 0) {
+	if (paths_fd_private(fd, path, &why_private) != 0) {
 		close(fd);
-		*cause = xasprintf("[llm] key_file %s: mode %04o lets others "
-		    "read it; refusing to use it (run: chmod 600 %s)", path,
-		    (unsigned)(sb.st_mode & 07777), path);
+		*cause = xasprintf("[llm] key_file %s: %s; refusing to use it",
+		    path, why_private);
+		free(why_private);
 		return NULL;
 	}
 	while (len < sizeof buf && (n = read(fd, buf + len,

@@ -1,7 +1,8 @@
 /*
  * Unix platform code: peer credentials (SO_PEERCRED on Linux, getpeereid on
- * the BSDs and macOS), the open-file limit, random bytes, and how the C
- * library's allocator gives memory back.
+ * the BSDs and macOS), the open-file limit, random bytes, condition
+ * variables timed on the monotonic clock, and how the C library's
+ * allocator gives memory back.
  */
 #include "gbr-config.h"
 
@@ -166,6 +167,29 @@ osdep_now_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A condition whose waits are timed on the monotonic clock. */
+int
+osdep_cond_init(pthread_cond_t *c)
+{
+	pthread_condattr_t	attr;
+	int			r;
+
+	if ((r = pthread_condattr_init(&attr)) != 0)
+		return r;
+	if ((r = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) == 0)
+		r = pthread_cond_init(c, &attr);
+	pthread_condattr_destroy(&attr);
+	return r;
+}
+
+/* Waits until signalled or the monotonic deadline. */
+int
+osdep_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
+    const struct timespec *deadline)
+{
+	return pthread_cond_timedwait(c, m, deadline);
 }
 
 /* Fills buf with random bytes. */

@@ -1,7 +1,8 @@
 /*
  * Windows platform code behind osdep.h and cpu.h: random bytes from the
- * system's generator, the wall clock, the number of CPUs, and what the
- * Unix side does with peer credentials and the C library's allocator.
+ * system's generator, the wall clock, the number of CPUs, condition
+ * variables timed on the monotonic clock, and what the Unix side does
+ * with peer credentials and the C library's allocator.
  *
  * A named pipe client's identity is read by the listener itself
  * (listen-win.c, from the client process's token) when it connects, so
@@ -58,6 +59,40 @@ osdep_now_ms(void)
 	t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime;
 	/* 100 ns units since 1601 to ms since 1970. */
 	return (int64_t)(t / 10000) - INT64_C(11644473600000);
+}
+
+/* A condition variable: winpthreads times its waits on the wall clock. */
+int
+osdep_cond_init(pthread_cond_t *c)
+{
+	/*
+	 * pthread_condattr_setclock takes CLOCK_REALTIME alone here, so the
+	 * clock is not set: osdep_cond_timedwait waits relative instead.
+	 */
+	return pthread_cond_init(c, NULL);
+}
+
+/*
+ * Waits until signalled or the monotonic deadline, for what is left of
+ * it (winpthreads' relative wait): a change of the wall clock in between
+ * moves nothing.
+ */
+int
+osdep_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
+    const struct timespec *deadline)
+{
+	struct timespec	now, left;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	left.tv_sec = deadline->tv_sec - now.tv_sec;
+	left.tv_nsec = deadline->tv_nsec - now.tv_nsec;
+	if (left.tv_nsec < 0) {
+		left.tv_sec--;
+		left.tv_nsec += 1000000000L;
+	}
+	if (left.tv_sec < 0)
+		left.tv_sec = left.tv_nsec = 0;
+	return pthread_cond_timedwait_relative_np(c, m, &left);
 }
 
 /* Fills buf with random bytes from the system's preferred generator. */

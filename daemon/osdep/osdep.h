@@ -7,7 +7,9 @@
 
 #include <sys/types.h>
 
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 /*
  * Gets the uid (and pid, -1 if unknown) of a Unix socket's peer. Returns -1
@@ -36,5 +38,14 @@ int64_t		 osdep_now_ms(void);
 void		 osdep_memory_init(void);
 /* Gives the allocator's free memory back to the system (not cheap: seldom). */
 void		 osdep_memory_trim(void);
+/*
+ * A condition variable whose timed wait takes its deadline on
+ * CLOCK_MONOTONIC, so that setting the wall clock neither stretches nor
+ * cuts a wait. Both return 0 or an errno value, as pthreads does (the
+ * wait ETIMEDOUT at the deadline).
+ */
+int		 osdep_cond_init(pthread_cond_t *);
+int		 osdep_cond_timedwait(pthread_cond_t *, pthread_mutex_t *,
+		     const struct timespec *deadline);
 
 #endif

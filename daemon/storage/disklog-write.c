@@ -399,7 +399,7 @@ dl_writer_main(void *arg)
 				ts.tv_nsec += (long)dl.w_opts.commit_delay_us * 1000;
 				ts.tv_sec += ts.tv_nsec / 1000000000;
 				ts.tv_nsec %= 1000000000;
-				while (pthread_cond_timedwait(&dl.wcond, &dl.mtx,
+				while (osdep_cond_timedwait(&dl.wcond, &dl.mtx,
 				    &ts) == 0 && !dl.w_stop)
 					;
 			}

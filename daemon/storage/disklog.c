@@ -435,7 +435,6 @@ disklog_open(struct event_base *base, const char *state,
     const struct disklog_opts *o, char **cause)
 {
 	struct logscan_dir	 d;
-	pthread_condattr_t	 cattr;
 	struct stat		 sb;
 	uint64_t		 t0 = (uint64_t)clock_mono_ms(), last;
 	size_t			 i;
@@ -552,12 +551,9 @@ disklog_open(struct event_base *base, const char *state,
 	    dl.ev_kick == NULL)
 		fatalx("event_new failed");
 	/* The writer's commit delay is a deadline on the monotonic clock. */
-	if (pthread_condattr_init(&cattr) != 0 ||
-	    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC) != 0 ||
-	    pthread_cond_init(&dl.wcond, &cattr) != 0 ||
+	if (osdep_cond_init(&dl.wcond) != 0 ||
 	    pthread_cond_init(&dl.rcond, NULL) != 0)
 		fatalx("pthread_cond_init failed");
-	pthread_condattr_destroy(&cattr);
 	/* jansson seeds its hash on first use; do it before a second thread can. */
 	json_object_seed(0);
 	if (pthread_create(&dl.writer, NULL, dl_writer_main, NULL) != 0 ||

@@ -6,7 +6,7 @@
  * fresh folder from mkdtemp: openat beneath a folder fd, O_CREAT|O_EXCL,
  * O_DIRECTORY, "." and "..", file identity (st_dev, st_ino) and hard
  * links, renameat over an open file, unlinkat, the folder listing with a
- * UTF-8 name, I/O at offsets, flock, realpath, the UTF-8 environment,
+ * UTF-8 name, remove and nftw, I/O at offsets, flock, realpath, the UTF-8 environment,
  * memmem and strcasestr, and links where the system lets the test make
  * one (a check that cannot run says "skip" and why). Built on compat/,
  * it also checks the rules compat-win.h adds (streams refused, names
@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,12 +413,90 @@ check_dir(void)
 	CHECK(again == nwant, "rewinddir lists them again");
 	CHECK(closedir(d) == 0, "closedir (which closes the fd)");
 
+	/*
+	 * A listing shows the folder as it is now, also through a dup of an
+	 * fd already listed (the disk log lists its folder so): Wine keeps
+	 * what it read for an open file object.
+	 */
+	fd = openat(dfd, "list", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = fd == -1 ? NULL : fdopendir(dup(fd));
+	for (again = 0; d != NULL && readdir(d) != NULL; again++)
+		;
+	if (d != NULL)
+		closedir(d);
+	put(dfd, "list/new", "n");
+	d = fd == -1 ? NULL : fdopendir(dup(fd));
+	if (d != NULL)
+		rewinddir(d);	/* a dup shares the offset, at the end now */
+	for (n = 0; d != NULL && (de = readdir(d)) != NULL; )
+		n += strcmp(de->d_name, "new") == 0;
+	if (d != NULL)
+		closedir(d);
+	CHECK(again == nwant && n == 1, "a new file shows in the next listing "
+	    "of a dup of the same fd");
+	if (fd != -1)
+		close(fd);
+	unlinkat(dfd, "list/new", 0);
+
 	CHECK(get(dfd, "list/" UTF8_NAME, buf, sizeof buf) == 3 &&
 	    strcmp(buf, "utf") == 0, "the UTF-8 name opens and reads back");
 	CHECK(fstatat(dfd, "list/" UTF8_NAME, &a, 0) == 0 &&
 	    stat(full(path, sizeof path, "list/" UTF8_NAME), &b) == 0 &&
 	    same_file(&a, &b) && a.st_size == 3,
 	    "and stats the same by fd and by full path");
+}
+
+static int	walk_n, walk_bad;
+static char	walk_order[8][16];
+
+/* nftw callback: removes what it is shown, noting names and types. */
+static int
+walk_rm(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	const char	*name = path + ftw->base;
+
+	if (walk_n < 8)
+		snprintf(walk_order[walk_n], sizeof walk_order[0], "%s",
+		    strcmp(name, UTF8_NAME) == 0 ? "utf" : name);
+	walk_n++;
+	if ((type == FTW_F && (!S_ISREG(sb->st_mode) || sb->st_size != 2)) ||
+	    (type == FTW_DP && !S_ISDIR(sb->st_mode)) ||
+	    (type != FTW_F && type != FTW_DP))
+		walk_bad++;
+	return remove(path);
+}
+
+/* remove(3) and nftw(3), as a test's or a temp folder's cleanup uses them. */
+static void
+check_walk(void)
+{
+	char	path[1200];
+	int	i;
+
+	CHECK(mkdirat(dfd, "walk", 0755) == 0 &&
+	    mkdirat(dfd, "walk/sub", 0755) == 0 &&
+	    put(dfd, "walk/sub/" UTF8_NAME, "ab") == 0 &&
+	    put(dfd, "walk/f", "cd") == 0, "a tree to walk");
+	CHECK(remove(full(path, sizeof path, "walk")) == -1 &&
+	    errno == ENOTEMPTY, "remove of a folder with files: ENOTEMPTY");
+	walk_n = walk_bad = 0;
+	CHECK(nftw(full(path, sizeof path, "walk"), walk_rm, 8,
+	    FTW_DEPTH | FTW_PHYS) == 0 && walk_n == 4 && walk_bad == 0,
+	    "nftw FTW_DEPTH shows 4 entries with their types and sizes, and "
+	    "remove takes files and empty folders (%d, %d bad)", walk_n,
+	    walk_bad);
+	for (i = 0; i < 4 && i < walk_n; i++)
+		if (strcmp(walk_order[i], "sub") == 0 ||
+		    strcmp(walk_order[i], "walk") == 0)
+			break;
+	CHECK(i < walk_n && strcmp(walk_order[i], "sub") == 0 && i >= 1 &&
+	    strcmp(walk_order[walk_n - 1], "walk") == 0,
+	    "a folder comes after what is in it, the top last");
+	CHECK(fstatat(dfd, "walk", &(struct stat){ 0 }, 0) == -1 &&
+	    errno == ENOENT, "the tree is gone");
+	errno = 0;
+	CHECK(nftw(full(path, sizeof path, "walk"), walk_rm, 8, FTW_PHYS) ==
+	    -1 && errno == ENOENT, "nftw of a missing top: -1, ENOENT");
 }
 
 /* pread, pwrite and flock. */
@@ -784,6 +863,7 @@ main(void)
 	check_rename();
 	check_unlink();
 	check_dir();
+	check_walk();
 	check_io();
 	check_paths();
 	check_env_strings();

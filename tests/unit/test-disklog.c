@@ -12,22 +12,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/thread.h>
 
+#include "cpu.h"
 #include "disklog.h"
 #include "log.h"
 #include "logscan.h"
+#include "osdep-proc.h"
 #include "unit.h"
 #include "xmalloc.h"
 
-static char			 state[] = "/tmp/gbr-test-disklog-XXXXXX";
-static char			 faultfile[256];
+static char			 state[PATH_MAX];
+static char			 faultfile[PATH_MAX + 16];
 static struct event_base	*base;
 
 /* The test module: records seen by replay, state from restore. */
@@ -621,12 +621,8 @@ test_parse_ahead(void)
 	char			*cause, *path;
 	long long		 ahead;
 
-	{
-		cpu_set_t	set;
-
-		pa_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ?
-		    CPU_COUNT(&set) > 1 : sysconf(_SC_NPROCESSORS_ONLN) > 1;
-	}
+	/* The count the log itself asks before it starts its helper. */
+	pa_cpus = osdep_cpu_count() > 1;
 	wipe();
 	CHECK(open_log(&o, &cause) == 0, "a fresh log");
 	append_n(30000, 20, 0);
@@ -982,12 +978,14 @@ test_watch(void)
 int
 main(void)
 {
-	if (mkdtemp(state) == NULL)
-		return 1;
+	char	*cause = NULL;
+
+	unit_tmpdir(state, sizeof state, "disklog");
 	snprintf(faultfile, sizeof faultfile, "%s/faults", state);
 	setenv("GBR_FAULT_FILE", faultfile, 1);
 	log_open("test-disklog", LOG_LEVEL_ERROR, LOG_DEST_STDERR);
-	if (evthread_use_pthreads() != 0 || (base = event_base_new()) == NULL)
+	if (osdep_loop_prepare(&cause) != 0 ||
+	    (base = event_base_new()) == NULL)
 		return 1;
 	test_append_replay();
 	test_switch_mid_batch();

@@ -1,21 +1,29 @@
 /*
- * Unit tests for the clients' socket-folder check (paths_check_socket_dir):
- * a missing folder, private and readable folders that pass, group- and
- * other-writable ones, a symlink, a file, a folder of another uid (as root,
- * or a root-owned one otherwise), and a path that cannot be looked at. Each
- * refusal must name the folder, its owner and mode, and the way out.
+ * Unit tests for platform/paths: on every system, what is absolute, the
+ * private folder (paths_private_dir) and the private file
+ * (paths_fd_private), each refused once others may get in, with the way
+ * out. Then, where the daemon's channel is a socket in a folder (Unix),
+ * the clients' socket-folder check (paths_check_socket_dir): a missing
+ * folder, private and readable folders that pass, group- and
+ * other-writable ones, a symlink, a file, a folder of another uid (as
+ * root, or a root-owned one otherwise), and a path that cannot be looked
+ * at. Each refusal must name the folder, its owner and mode, and the way
+ * out. On Windows the channel is a named pipe, which has no folder: those
+ * checks are skipped, saying so.
  */
 #include "gbr-config.h"
 
 #include <sys/stat.h>
 
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "paths.h"
 #include "unit.h"
 #include "xmalloc.h"
 
+#ifndef GBR_PATHS_WINDOWS
 /* Sets dir's mode, checks it, and returns the result; *cause is kept. */
 static int
 check_mode(const char *dir, mode_t mode, char **cause)
@@ -38,18 +46,14 @@ says(const char *s, const char *const *words)
 	return 1;
 }
 
-int
-main(void)
+/* The socket folder's checks (see the top of the file). */
+static void
+check_socket_dir(const char *top)
 {
-	char		 tmpl[] = "/tmp/gbr-test-paths-XXXXXX";
-	char		*top, *dir, *link, *file, *below, *cause, *name, *me;
+	char		*dir, *link, *file, *below, *cause, *name, *me;
 	struct stat	 sb;
 	int		 fd, r;
 
-	if ((top = mkdtemp(tmpl)) == NULL) {
-		perror("mkdtemp");
-		return 1;
-	}
 	dir = xasprintf("%s/run", top);
 	link = xasprintf("%s/link", top);
 	file = xasprintf("%s/file", top);
@@ -126,11 +130,98 @@ main(void)
 	unlink(link);
 	unlink(file);
 	rmdir(dir);
-	rmdir(top);
 	free(dir);
 	free(link);
 	free(file);
 	free(below);
 	free(me);
+}
+#endif
+
+/*
+ * What is absolute, and private folders and files, on every system: each
+ * is refused once others may get in, with the way out the platform says.
+ */
+static void
+check_private(const char *top)
+{
+	char	*dir, *file, *cause = NULL;
+	int	 fd, r;
+
+	CHECK(paths_is_absolute(top) && !paths_is_absolute("relative/x") &&
+	    !paths_is_absolute(""), "the test's folder is absolute (%s), "
+	    "\"relative/x\" is not", top);
+
+	dir = xasprintf("%s/private/sub", top);
+	r = paths_private_dir(dir, 1, &cause);
+	CHECK(r == 0 && cause == NULL, "paths_private_dir makes a private "
+	    "folder and its parents (%s)", r == 0 ? "ok" : cause);
+	free(cause);
+	r = paths_private_dir(dir, 0, &cause);
+	CHECK(r == 0, "and takes it again as it is (%s)", r == 0 ? "ok" :
+	    cause);
+	free(cause);
+	CHECK(unit_set_shared(dir, 1) == 0, "let others in");
+	r = paths_private_dir(dir, 0, &cause);
+	CHECK(r == -1 && cause != NULL && strstr(cause, dir) != NULL &&
+	    strstr(cause, "private") != NULL, "a folder others may write in "
+	    "is refused: %s", cause);
+	free(cause);
+	unit_set_shared(dir, 0);
+
+	file = xasprintf("%s/key", dir);
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	CHECK(fd != -1 && unit_set_shared(file, 0) == 0, "a file of ours alone");
+	if (fd != -1)
+		close(fd);
+	fd = open(file, O_RDONLY);
+	r = paths_fd_private(fd, file, &cause);
+	CHECK(r == 0 && cause == NULL, "paths_fd_private takes it (%s)",
+	    r == 0 ? "ok" : cause);
+	free(cause);
+	close(fd);
+	unit_set_shared(file, 1);
+	fd = open(file, O_RDONLY);
+	r = paths_fd_private(fd, file, &cause);
+	CHECK(r == -1 && cause != NULL && (strstr(cause, "chmod 600") !=
+	    NULL || strstr(cause, "icacls") != NULL) && strstr(cause, "other") !=
+	    NULL, "a file others may read is refused with the way out: %s",
+	    cause);
+	free(cause);
+	close(fd);
+	unlink(file);
+	free(file);
+	rmdir(dir);
+	free(dir);
+	dir = xasprintf("%s/private", top);
+	rmdir(dir);
+	free(dir);
+}
+
+int
+main(void)
+{
+	char	top[PATH_MAX];
+
+	unit_tmpdir(top, sizeof top, "paths");
+	check_private(top);
+#ifdef GBR_PATHS_WINDOWS
+	{
+		char	*cause = (char *)"x", *name;
+
+		CHECK(paths_check_socket_dir(top, &cause) == 0 && cause ==
+		    NULL, "a named pipe has no folder: nothing to refuse");
+		unit_skip(14, "the daemon's channel is a named pipe here, "
+		    "which has no folder to check (its server is checked on "
+		    "connection)");
+		name = paths_uid_name(getuid());
+		CHECK(*name != '\0' && strcmp(name, "another account") != 0,
+		    "paths_uid_name names this account: %s", name);
+		free(name);
+	}
+#else
+	check_socket_dir(top);
+#endif
+	rmdir(top);
 	return unit_done();
 }

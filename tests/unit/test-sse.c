@@ -5,6 +5,7 @@
  */
 #include "gbr-config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,21 @@ chunked(const char *in, size_t chunk, const char *want, int nwant)
 	}
 	sse_free(s);
 	return r == 0 && g.n == nwant && strcmp(g.buf, want) == 0;
+}
+
+static uint32_t	chunk_seed;
+
+/*
+ * The chunk sizes: xorshift32, so that every system cuts the stream at
+ * the same places (random(3) is not on Windows, and rand differs).
+ */
+static uint32_t
+chunk_next(void)
+{
+	chunk_seed ^= chunk_seed << 13;
+	chunk_seed ^= chunk_seed >> 17;
+	chunk_seed ^= chunk_seed << 5;
+	return chunk_seed;
 }
 
 int
@@ -193,7 +209,7 @@ main(void)
 	sse_free(s);
 
 	/* Many events, random chunking, compared with one whole feed. */
-	srandom(7);
+	chunk_seed = 7;
 	len = 0;
 	for (i = 0; i < 300 && len < sizeof stream - 200; i++) {
 		n = snprintf(stream + len, sizeof stream - len,
@@ -212,7 +228,7 @@ main(void)
 		s = sse_create(1024, 4096);
 		memset(&g2, 0, sizeof g2);
 		for (off = 0; off < len; off += n) {
-			n = 1 + (size_t)(random() % 97);
+			n = 1 + (size_t)(chunk_next() % 97);
 			if (n > len - off)
 				n = len - off;
 			sse_feed(s, stream + off, n, collect, &g2, &cause);
