@@ -115,6 +115,7 @@ gbrd_fail(const char *fmt, ...)
 	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	log_error("%s", msg);
+	sdnotify_failed(1, msg);
 	/* What was held goes out with it: to the terminal if not detached. */
 	log_release();
 	if (gbrd_ready_fd != -1) {
@@ -371,6 +372,7 @@ main(int argc, char **argv)
 	gbrd_disklog_opts(&dlo, config_get(), repair);
 	if (disklog_open(gbrd_ev_base, gbrd_state, &dlo, &cause) != 0)
 		gbrd_fail("%s", cause);
+	sdnotify_progress();
 	/* Turns that were running when the daemon died are marked interrupted. */
 	session_recover();
 	/* The agent's commands; no child may reach the socket or the config. */
@@ -408,6 +410,7 @@ main(int argc, char **argv)
 		gbrd_fail("tools: %s", cause);
 	session_env_init(gbrd_ev_base);
 	session_env_recover();
+	sdnotify_progress();
 	/* Approvals: interrupted ones marked, expired ones ended. */
 	toolcall_recover();
 	/* Agent turns that waited for an approval wait again. */

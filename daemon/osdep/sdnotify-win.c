@@ -42,6 +42,16 @@ sdnotify_status_update(unsigned clients)
 {
 }
 
+void
+sdnotify_progress(void)
+{
+}
+
+void
+sdnotify_failed(int status, const char *why)
+{
+}
+
 /* What daemon.status shows of the service manager: none here. */
 json_t *
 sdnotify_status_json(void)
