@@ -44,6 +44,7 @@ static int	cmd_status(struct ctl *, int, char **);
 static int	cmd_ping(struct ctl *, int, char **);
 static int	cmd_start(struct ctl *, int, char **);
 static int	cmd_shutdown(struct ctl *, int, char **);
+static int	cmd_reload(struct ctl *, int, char **);
 static int	cmd_call(struct ctl *, int, char **);
 
 static const struct cmd cmds[] = {
@@ -56,6 +57,8 @@ static const struct cmd cmds[] = {
 	    cmd_start, 0, 0, 0 },
 	{ "shutdown", "", "stop the daemon cleanly",
 	    cmd_shutdown, CMD_CONNECT, 0, 0 },
+	{ "reload", "", "re-read gbrd.conf (as SIGHUP does); a broken one is "
+	    "refused and the one in force stays", cmd_reload, CMD_CONNECT, 0, 0 },
 	{ "call", "METHOD [JSON-PARAMS]", "call any method; print its result as JSON",
 	    cmd_call, CMD_CONNECT, 1, 2 },
 	{ "log", "[-f] [--after SEQ] [--limit N]", "print the disk log's records "
@@ -354,6 +357,28 @@ cmd_shutdown(struct ctl *ctl, int argc, char **argv)
 		ctl_print_json(res);
 	else
 		printf("gbrd is stopping\n");
+	json_decref(res);
+	return EXIT_OK;
+}
+
+/* reload: the daemon reads its config again, or says why it cannot. */
+static int
+cmd_reload(struct ctl *ctl, int argc, char **argv)
+{
+	json_t		*res;
+	const char	*path;
+	int		 r;
+
+	if ((r = ctl_call(ctl, "daemon.reload", NULL, &res)) != EXIT_OK)
+		return r;
+	if (ctl->json)
+		ctl_print_json(res);
+	else if ((path = json_string_value(json_object_get(res,
+	    "config"))) != NULL)
+		printf("gbrd reloaded %s\n", path);
+	else
+		printf("gbrd has no config file; it keeps its built-in "
+		    "defaults\n");
 	json_decref(res);
 	return EXIT_OK;
 }

@@ -33,14 +33,53 @@
  *   geteuid() return COMPAT_UID_SELF. So "owned by us" checks keep their
  *   meaning.
  * - renameat() replaces an existing target atomically
- *   (MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH semantics); fsync()
+ *   (MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH semantics), with
+ *   POSIX semantics where the system has them (Windows 10 1607 and later:
+ *   an open target is replaced too). Where it has not (Wine 8, FAT, older
+ *   Windows), a target that is open is first renamed aside and deleted
+ *   after the replace: a reader in between may see ENOENT. fsync()
  *   is FlushFileBuffers, and on a directory it is a successful no-op (NTFS
  *   journals the metadata a rename changes).
+ * - unlinkat() frees the name at once, as POSIX does: a POSIX-semantics
+ *   delete where the system has one; elsewhere a file is first renamed
+ *   aside in its folder (".~gbr-PID-N", gone when its last handle
+ *   closes). Both renameat() and unlinkat() act on the link, never on
+ *   what it points to.
+ * - "." components are dropped; a ".." component is resolved as a POSIX
+ *   kernel does (physically, after the links before it), by opening the
+ *   parent of what the prefix resolved to; NtCreateFile itself refuses
+ *   "." and "..". So ".." beneath a directory fd can leave it, as on
+ *   POSIX: gbr's sandbox never passes "..".
+ * - A ':' after the drive (an NTFS alternate data stream) is refused with
+ *   EINVAL: POSIX has no streams, and a name checked as one file must not
+ *   open another's hidden stream. So is "C:x" (relative to drive C's own
+ *   current folder). Names are case-insensitive, as NTFS folders are by
+ *   default.
+ * - flock() locks one byte far beyond any real data, so that the lock is
+ *   advisory as on POSIX: Windows byte-range locks are mandatory, and a
+ *   whole-file lock would stop every other reader.
+ * - The standard streams (fd 0, 1, 2) and _fmode are binary from the start
+ *   of every program (a constructor in libgbrcompat.a; the link pulls it
+ *   in with -u compat_win_init).
  * - Errors set errno to the POSIX value (ENOENT, EEXIST, EACCES, ENOTDIR,
  *   EISDIR, ELOOP, EXDEV, ENOTEMPTY, EBUSY, ENAMETOOLONG, ENOSPC, EINVAL).
  */
 #ifndef GBR_COMPAT_WIN_H
 #define GBR_COMPAT_WIN_H
+
+/*
+ * The build's switches before any system header, since this file comes
+ * first: _GNU_SOURCE turns on mingw-w64's C99 printf (%zu, %lld), and
+ * _POSIX_THREAD_SAFE_FUNCTIONS its localtime_r. (Every definition in it is
+ * repeated identically when a source includes it again: no warning.)
+ */
+#ifdef HAVE_CONFIG_H
+#include "gbr-config.h"
+#endif
+/* 64-bit off_t (lseek, ftruncate, pread, pwrite) before any header. */
+#ifndef _FILE_OFFSET_BITS
+#define _FILE_OFFSET_BITS 64
+#endif
 
 /*
  * mingw-w64's own printf family, which knows C99's %zu, %jd and %lld, and
@@ -133,6 +172,8 @@ uid_t	geteuid(void);
 #endif
 
 /* gbr's struct stat (see the top of this file). */
+#undef stat	/* mingw-w64 maps them to _stat64 for 64-bit off_t */
+#undef fstat
 #define stat	compat_stat
 #define fstat	compat_fstat
 struct compat_stat {
@@ -175,6 +216,14 @@ int	renameat(int, const char *, int, const char *);
 int	mkdirat(int, const char *, mode_t);
 ssize_t	readlinkat(int, const char *, char *, size_t);
 ssize_t	readlink(const char *, char *, size_t);
+/* A hard link (CreateHardLinkW). */
+int	link(const char *, const char *);
+/*
+ * A symbolic link (CreateSymbolicLinkW, unprivileged where Developer Mode
+ * allows it); fails with EPERM without the privilege, and with ENOTSUP
+ * where the call claims success and makes nothing (Wine 8).
+ */
+int	symlink(const char *, const char *);
 #define mkdir(p, m)	compat_mkdir(p, m)
 int	compat_mkdir(const char *, mode_t);
 #define unlink(p)	compat_unlink(p)

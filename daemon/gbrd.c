@@ -175,25 +175,32 @@ gbrd_disklog_opts(struct disklog_opts *o, const struct config *cfg, int repair)
 	o->repair = repair;
 }
 
-/* Re-reads the config; keeps the old one if the new one is broken. */
-static void
-gbrd_reload(const char *config_flag)
+/*
+ * Re-reads the config; keeps the old one if the new one is broken (then
+ * returns -1 with *cause). The loop's reload hook (loop_reload).
+ */
+static int
+gbrd_reload(const char *trigger, char **cause)
 {
 	const struct config	*old = config_get();
 	struct config		*cfg;
 	struct disklog_opts	 dlo;
-	char			*path, *cause;
+	char			*path, *why;
 
-	path = old->path != NULL ? xstrdup(old->path) : paths_config(config_flag);
+	*cause = NULL;
+	path = old->path != NULL ? xstrdup(old->path) :
+	    paths_config(gbrd_config_flag);
 	if (path == NULL) {
-		log_info("SIGHUP: no config file; keeping the built-in defaults");
-		return;
+		log_info("%s: no config file; keeping the built-in defaults",
+		    trigger);
+		return 0;
 	}
-	if ((cfg = config_load(path, &cause)) == NULL) {
-		log_error("SIGHUP: %s; keeping the previous config", cause);
-		free(cause);
+	if ((cfg = config_load(path, &why)) == NULL) {
+		log_error("%s: %s; keeping the previous config", trigger, why);
+		*cause = xasprintf("%s; the previous config stays in force", why);
+		free(why);
 		free(path);
-		return;
+		return -1;
 	}
 	free(path);
 	if (gbrd_level_flag != -1)
@@ -205,19 +212,28 @@ gbrd_reload(const char *config_flag)
 	disklog_reconfigure(&dlo);
 	tool_run_reconfigure(cfg);
 	/* The LLM keys: a bad key_file keeps the keys in use. */
-	if (llm_keys_load(cfg, &cause) != 0) {
-		log_error("SIGHUP: %s; keeping the previous LLM keys", cause);
-		free(cause);
+	if (llm_keys_load(cfg, &why) != 0) {
+		log_error("%s: %s; keeping the previous LLM keys", trigger,
+		    why);
+		*cause = xasprintf("%s; the previous LLM keys stay in use", why);
+		free(why);
+		log_info("%s: reloaded %s, but not its keys", trigger,
+		    cfg->path);
+		return -1;
 	}
-	log_info("SIGHUP: reloaded %s", cfg->path);
+	log_info("%s: reloaded %s", trigger, cfg->path);
+	return 0;
 }
 
-/* A reload request, announced to the service manager from start to end. */
+/* A reload request (SIGHUP), announced to the service manager. */
 static void
-gbrd_request_reload(void)
+gbrd_request_reload(const char *why)
 {
+	char	*cause;
+
 	sdnotify_reloading();
-	gbrd_reload(gbrd_config_flag);
+	(void)loop_reload(why, &cause);
+	free(cause);
 	sdnotify_ready();
 }
 
@@ -343,6 +359,7 @@ gbrd_run(void)
 	gbrd_make_epoch();
 	loop_init(gbrd_ev_base, gbrd_state, gbrd_epoch_str);
 	loop_on_shutdown(sdnotify_stopping);
+	loop_on_reload(gbrd_reload);
 	llm_init(gbrd_ev_base);
 	conn_init(gbrd_ev_base, &dispatch_conn_ops);
 	sdnotify_init(gbrd_ev_base);

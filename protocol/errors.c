@@ -51,6 +51,7 @@ static const struct {
 	[GBR_ERR_DENIED] =		 { -32028, "denied" },
 	[GBR_ERR_EXPIRED] =		 { -32029, "expired" },
 	[GBR_ERR_CHANGED_SINCE_APPROVAL] = { -32030, "changed_since_approval" },
+	[GBR_ERR_INVALID_CONFIG] =	 { -32031, "invalid_config" },
 };
 
 /* Returns the JSON-RPC code of a kind. */

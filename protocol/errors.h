@@ -50,6 +50,7 @@ enum gbr_err {
 	GBR_ERR_EXPIRED,		/* expired: nobody decided in time */
 	GBR_ERR_CHANGED_SINCE_APPROVAL,	/* changed_since_approval: the approved
 					   file is no longer what a human saw */
+	GBR_ERR_INVALID_CONFIG,		/* invalid_config: gbrd.conf cannot be used */
 	GBR_ERR__COUNT
 };
 

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "log.h"
 #include "loop.h"
+#include "xmalloc.h"
 
 static struct event_base	*loop_base;
 static char			 loop_epoch_str[33];
@@ -21,6 +22,7 @@ static struct timespec		 loop_start_mono;
 static int			 loop_stopping;
 static char			 loop_why[128];
 static void			(*loop_stop_cb)(void);
+static int			(*loop_reload_cb)(const char *, char **);
 
 /* Takes this run's facts. */
 void
@@ -69,6 +71,25 @@ int64_t
 loop_uptime_ms(void)
 {
 	return (int64_t)clock_since_ms(&loop_start_mono);
+}
+
+/* Registers how the config is read again. */
+void
+loop_on_reload(int (*fn)(const char *, char **))
+{
+	loop_reload_cb = fn;
+}
+
+/* Reads the config again through gbrd.c's hook. */
+int
+loop_reload(const char *why, char **cause)
+{
+	*cause = NULL;
+	if (loop_reload_cb == NULL) {
+		*cause = xstrdup("this daemon cannot reload its config");
+		return -1;
+	}
+	return loop_reload_cb(why, cause);
 }
 
 /* Begins shutdown. */

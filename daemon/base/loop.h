@@ -17,6 +17,17 @@ void		 loop_init(struct event_base *, const char *state_dir,
 		    const char *epoch);
 /* Called once when shutdown begins (the service manager's STOPPING=1). */
 void		 loop_on_shutdown(void (*)(void));
+/*
+ * How the config is read again (gbrd.c's): fn(why, cause) returns 0, or -1
+ * with *cause (new) when the new config is broken and the old one stays in
+ * force; why names the trigger in the log ("SIGHUP", "daemon.reload").
+ */
+void		 loop_on_reload(int (*fn)(const char *why, char **cause));
+/*
+ * Re-reads the config now (SIGHUP, the service manager's PARAMCHANGE,
+ * daemon.reload). Returns 0, or -1 with *cause (new).
+ */
+int		 loop_reload(const char *why, char **cause);
 /* A random string, new on every start, so clients can tell a restart happened. */
 const char	*loop_epoch(void);
 const char	*loop_state_dir(void);

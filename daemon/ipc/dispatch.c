@@ -29,6 +29,7 @@ static const struct method {
 	{ "daemon.ping",	method_daemon_ping,	0 },
 	{ "daemon.status",	method_daemon_status,	0 },
 	{ "daemon.shutdown",	method_daemon_shutdown,	0 },
+	{ "daemon.reload",	method_daemon_reload,	0 },
 	{ "log.read",		method_log_read,	0 },
 	{ "log.append",		method_log_append,	0 },
 	{ "session.create",	method_session_create,	0 },

@@ -1,10 +1,11 @@
 /*
  * The daemon's own methods: hello (the handshake), daemon.ping,
- * daemon.status and daemon.shutdown.
+ * daemon.status, daemon.reload and daemon.shutdown.
  */
 #include "gbr-config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -137,6 +138,33 @@ method_daemon_status(struct request *req, json_t *params)
 	json_object_set_new(json_object_get(result, "disklog"), "followers",
 	    json_integer(method_log_followers()));
 	request_reply(req, result);
+}
+
+/*
+ * daemon.reload: reads gbrd.conf again, as SIGHUP does (the way on Windows,
+ * where a daemon outside the service manager gets no signal). Replies once
+ * it is done: {config} (null without a file), or invalid_config with why,
+ * the config in force unchanged.
+ */
+void
+method_daemon_reload(struct request *req, json_t *params)
+{
+	static const char *const keys[] = { NULL };
+	char	*cause;
+	int	 r;
+
+	if (params_only(req, params, keys) != 0)
+		return;
+	sdnotify_reloading();
+	r = loop_reload("daemon.reload", &cause);
+	sdnotify_ready();
+	if (r != 0) {
+		request_error(req, GBR_ERR_INVALID_CONFIG, NULL, "%s",
+		    cause != NULL ? cause : "the config could not be read again");
+		free(cause);
+		return;
+	}
+	request_reply(req, json_pack("{s:s?}", "config", config_get()->path));
 }
 
 /* daemon.shutdown: replies, then stops once the reply is on its way. */

@@ -16,6 +16,7 @@ void	method_hello(struct request *, json_t *);
 void	method_daemon_ping(struct request *, json_t *);
 void	method_daemon_status(struct request *, json_t *);
 void	method_daemon_shutdown(struct request *, json_t *);
+void	method_daemon_reload(struct request *, json_t *);
 
 /* method-log.c */
 struct conn;

@@ -52,15 +52,15 @@ int	osdep_loop_prepare(char **cause);
 /*
  * Delivers stop and reload requests to the loop from now on: stop(why)
  * with "SIGTERM", "SIGINT", "console close", "service stop", ... and
- * reload() for SIGHUP or the service manager's PARAMCHANGE. Both run on
+ * reload(why) for SIGHUP or the service manager's PARAMCHANGE. Both run on
  * the loop. Releases what osdep_requests_hold held. Returns 0 or -1.
  */
 int	osdep_stop_events(struct event_base *, void (*stop)(const char *why),
-	    void (*reload)(void));
+	    void (*reload)(const char *why));
 /* Asks the loop to stop, from any thread (the service's control handler). */
 void	osdep_request_stop(const char *why);
-/* Asks the loop to re-read the config, from any thread. */
-void	osdep_request_reload(void);
+/* Asks the loop to re-read the config, from any thread; why names it. */
+void	osdep_request_reload(const char *why);
 /* Frees what osdep_stop_events made, after the loop has ended. */
 void	osdep_stop_events_free(void);
 

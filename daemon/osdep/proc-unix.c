@@ -28,8 +28,9 @@ static int		 proc_held;
 static struct event	*proc_ev_term, *proc_ev_int, *proc_ev_hup;
 static struct event	*proc_ev_stop, *proc_ev_reload;
 static void		(*proc_stop)(const char *);
-static void		(*proc_reload)(void);
+static void		(*proc_reload)(const char *);
 static const char	*proc_stop_why = "stop requested";
+static const char	*proc_reload_why = "reload requested";
 
 /* Exits during start-up, before the log is anywhere a person looks. */
 static void __attribute__((noreturn))
@@ -141,13 +142,13 @@ proc_stop_cb(evutil_socket_t sig, short events, void *arg)
 static void
 proc_reload_cb(evutil_socket_t sig, short events, void *arg)
 {
-	proc_reload();
+	proc_reload(arg == proc_ev_reload ? proc_reload_why : "SIGHUP");
 }
 
 /* Installs the signal events, then lets the held signals in. */
 int
 osdep_stop_events(struct event_base *base, void (*stop)(const char *),
-    void (*reload)(void))
+    void (*reload)(const char *))
 {
 	proc_stop = stop;
 	proc_reload = reload;
@@ -155,7 +156,8 @@ osdep_stop_events(struct event_base *base, void (*stop)(const char *),
 	proc_ev_int = evsignal_new(base, SIGINT, proc_stop_cb, NULL);
 	proc_ev_hup = evsignal_new(base, SIGHUP, proc_reload_cb, NULL);
 	proc_ev_stop = event_new(base, -1, 0, proc_stop_cb, event_self_cbarg());
-	proc_ev_reload = event_new(base, -1, 0, proc_reload_cb, NULL);
+	proc_ev_reload = event_new(base, -1, 0, proc_reload_cb,
+	    event_self_cbarg());
 	if (proc_ev_term == NULL || proc_ev_int == NULL || proc_ev_hup == NULL ||
 	    proc_ev_stop == NULL || proc_ev_reload == NULL ||
 	    event_add(proc_ev_term, NULL) != 0 ||
@@ -180,8 +182,9 @@ osdep_request_stop(const char *why)
 
 /* Wakes the loop to re-read the config. */
 void
-osdep_request_reload(void)
+osdep_request_reload(const char *why)
 {
+	proc_reload_why = why;
 	if (proc_ev_reload != NULL)
 		event_active(proc_ev_reload, 0, 0);
 }

@@ -36,8 +36,9 @@
 
 static struct event	*proc_ev_stop, *proc_ev_reload;
 static void		(*proc_stop)(const char *);
-static void		(*proc_reload)(void);
+static void		(*proc_reload)(const char *);
 static const char	*volatile proc_stop_why = "stop requested";
+static const char	*volatile proc_reload_why = "reload requested";
 static volatile LONG	 proc_pending;	/* a request before the loop was ready */
 static HANDLE		 proc_ended;	/* set once the loop has ended */
 
@@ -251,13 +252,13 @@ proc_stop_cb(evutil_socket_t fd, short events, void *arg)
 static void
 proc_reload_cb(evutil_socket_t fd, short events, void *arg)
 {
-	proc_reload();
+	proc_reload(proc_reload_why);
 }
 
 /* Makes the request events; delivers a stop that came during start-up. */
 int
 osdep_stop_events(struct event_base *base, void (*stop)(const char *),
-    void (*reload)(void))
+    void (*reload)(const char *))
 {
 	proc_stop = stop;
 	proc_reload = reload;
@@ -286,8 +287,9 @@ osdep_request_stop(const char *why)
 
 /* Wakes the loop to re-read the config, from any thread. */
 void
-osdep_request_reload(void)
+osdep_request_reload(const char *why)
 {
+	proc_reload_why = why;
 	if (proc_ev_reload != NULL)
 		event_active(proc_ev_reload, 0, 0);
 }

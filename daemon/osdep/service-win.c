@@ -234,9 +234,8 @@ svc_control(DWORD control, DWORD type, LPVOID data, LPVOID ctx)
 		    "service stop" : "system shutdown");
 		return NO_ERROR;
 	case SERVICE_CONTROL_PARAMCHANGE:
-		log_info("service: PARAMCHANGE from the service manager: "
-		    "re-reading the config");
-		osdep_request_reload();
+		/* gbrd's log names the trigger: "PARAMCHANGE: reloaded ...". */
+		osdep_request_reload("PARAMCHANGE");
 		return NO_ERROR;
 	case SERVICE_CONTROL_INTERROGATE:
 		/* The SCM already holds our status; answering is enough. */

@@ -214,15 +214,15 @@ env_path(struct env_parse *p, enum env_key k, const char *v, size_t len)
 	struct pathgate_refusal	 why;
 	char			*n;
 
-	if (pathgate_check_bytes(v, len, PATHGATE_UNIX, &why) != 0) {
+	if (pathgate_check_bytes(v, len, PATHGATE_HOST, &why) != 0) {
 		env_error(p, "%s '%.*s': %s", env_keys[k].name,
 		    (int)(len > 200 ? 200 : len), v, why.reason);
 		return NULL;
 	}
-	if (pathgate_is_absolute(v, len, PATHGATE_UNIX))
-		n = pathgate_normalize_absolute(v, len, PATHGATE_UNIX, &why);
+	if (pathgate_is_absolute(v, len, PATHGATE_HOST))
+		n = pathgate_normalize_absolute(v, len, PATHGATE_HOST, &why);
 	else
-		n = pathgate_normalize(v, len, PATHGATE_UNIX, &why);
+		n = pathgate_normalize(v, len, PATHGATE_HOST, &why);
 	if (n == NULL) {
 		if (why.kind == GBR_ERR_PATH_TRAVERSAL)
 			env_error(p, "%s '%s' is outside the workspace",

@@ -316,7 +316,7 @@ env_sandbox(const struct env *e, char **cause)
 		return NULL;
 	/* The root as opened, not as checked: it must still be inside. */
 	if (!pathgate_is_under(e->workspace, sandbox_root_path(sb, 0),
-	    PATHGATE_UNIX)) {
+	    PATHGATE_HOST)) {
 		*cause = xasprintf("allowed_root %s moved outside the workspace "
 		    "(it is now %s)", e->allowed_root, sandbox_root_path(sb, 0));
 		sandbox_free(sb);

@@ -218,7 +218,7 @@ env_open(const char *ws, const char *path, char **why)
 		*why = xstrdup(strerror(errno));
 		return -1;
 	}
-	if (!pathgate_is_under(ws, real, PATHGATE_UNIX)) {
+	if (!pathgate_is_under(ws, real, PATHGATE_HOST)) {
 		free(real);
 		*why = xstrdup("it leads outside the workspace");
 		return -1;
@@ -315,7 +315,7 @@ env_default_prompt(const struct env *e)
 	size_t	 i, j;
 
 	for (i = 0; i < e->ro.n; i++) {
-		rel = pathgate_relative(e->allowed_root, e->ro.v[i], PATHGATE_UNIX);
+		rel = pathgate_relative(e->allowed_root, e->ro.v[i], PATHGATE_HOST);
 		ro = env_cat(ro, rel != NULL ? rel : e->ro.v[i]);
 		free(rel);
 	}
@@ -408,7 +408,7 @@ env_finish(struct env *e, const char *workspace, char **cause)
 	if (real == NULL)
 		return env_key_error(e, K_ALLOWED_ROOT, cause,
 		    "allowed_root '%s': %s", e->root_given, strerror(errno));
-	if (!pathgate_is_under(ws, real, PATHGATE_UNIX)) {
+	if (!pathgate_is_under(ws, real, PATHGATE_HOST)) {
 		env_key_error(e, K_ALLOWED_ROOT, cause, "allowed_root '%s' is "
 		    "outside the workspace %s (it is %s)", e->root_given, ws, real);
 		free(real);
@@ -502,7 +502,7 @@ env_finish(struct env *e, const char *workspace, char **cause)
 		 * binds for children look for literal names.
 		 */
 		if ((rel = pathgate_relative(e->allowed_root, real,
-		    PATHGATE_UNIX)) != NULL && strcmp(rel, ".") != 0) {
+		    PATHGATE_HOST)) != NULL && strcmp(rel, ".") != 0) {
 			env_strs_add(&e->literal, rel);
 			if (strpbrk(rel, "*?[\\") == NULL)
 				env_strs_add(&e->protected, rel);

@@ -30,6 +30,17 @@ enum pathgate_flavour {
 	PATHGATE_WINDOWS,
 };
 
+/*
+ * The flavour of the system gbrd runs on, for its own paths (workspaces,
+ * roots, what a symlink points at) and the agent's: the Windows rules on a
+ * Windows build, where a path is "C:/..." and names compare without case.
+ */
+#ifdef GBR_PATHS_WINDOWS
+#define PATHGATE_HOST	PATHGATE_WINDOWS
+#else
+#define PATHGATE_HOST	PATHGATE_UNIX
+#endif
+
 /* Why a path was refused: reason is a static string. */
 struct pathgate_refusal {
 	enum gbr_err	 kind;

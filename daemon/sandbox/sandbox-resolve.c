@@ -41,22 +41,22 @@ sb_locate(struct sb_op *op, int *root, char **rel)
 	*rel = NULL;
 	if (op->raw == NULL || op->rawlen == 0)
 		return sb_refuse(op, GBR_ERR_INVALID_PATH, "the path is empty");
-	if (!pathgate_is_absolute(op->raw, op->rawlen, PATHGATE_UNIX)) {
+	if (!pathgate_is_absolute(op->raw, op->rawlen, PATHGATE_HOST)) {
 		if ((*rel = pathgate_normalize(op->raw, op->rawlen,
-		    PATHGATE_UNIX, &why)) == NULL)
+		    PATHGATE_HOST, &why)) == NULL)
 			return sb_refuse(op, why.kind, "%s", why.reason);
 		*root = 0;
 		return 0;
 	}
 	if ((abs = pathgate_normalize_absolute(op->raw, op->rawlen,
-	    PATHGATE_UNIX, &why)) == NULL)
+	    PATHGATE_HOST, &why)) == NULL)
 		return sb_refuse(op, why.kind, "%s", why.reason);
 	for (n = 0; n < sb->nroots; n++) {
 		for (k = 0; k < 2; k++) {
 			const char *p = k == 0 ? sb->roots[n].path :
 			    sb->roots[n].given;
 
-			if ((r = pathgate_relative(p, abs, PATHGATE_UNIX)) == NULL)
+			if ((r = pathgate_relative(p, abs, PATHGATE_HOST)) == NULL)
 				continue;
 			plen = strlen(p);
 			if (best == NULL || plen > bestlen) {
@@ -170,7 +170,7 @@ sb_splice(struct sb_op *op, const char *canon, const char *comp,
 		free(at);
 		return NULL;
 	}
-	if (pathgate_check_bytes(target, strlen(target), PATHGATE_UNIX,
+	if (pathgate_check_bytes(target, strlen(target), PATHGATE_HOST,
 	    &why) != 0) {
 		sb_refuse(op, why.kind, "symlink '%s': %s", at, why.reason);
 		free(at);

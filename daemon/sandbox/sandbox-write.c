@@ -38,7 +38,7 @@ sb_policy(struct sb_op *op, const char *rel)
 
 	for (n = 1; n < sb->nroots; n++) {
 		if (sb->roots[n].inside != NULL &&
-		    pathgate_is_under(sb->roots[n].inside, rel, PATHGATE_UNIX))
+		    pathgate_is_under(sb->roots[n].inside, rel, PATHGATE_HOST))
 			return sb_refuse(op, GBR_ERR_READ_ONLY,
 			    "'%s' is inside the read-only root '%s'", rel,
 			    sb->roots[n].inside);

@@ -287,12 +287,12 @@ sandbox_create(const struct sandbox_config *cfg, char **cause)
 		}
 		r->path = real;
 		r->given = pathgate_normalize_absolute(p, strlen(p),
-		    PATHGATE_UNIX, NULL);
+		    PATHGATE_HOST, NULL);
 		if (r->given == NULL)
 			r->given = xstrdup(r->path);
 		if (n > 0)
 			r->inside = pathgate_relative(sb->roots[0].path, r->path,
-			    PATHGATE_UNIX);
+			    PATHGATE_HOST);
 	}
 	np = cfg->nprotected + sizeof sb_always_protected /
 	    sizeof sb_always_protected[0];

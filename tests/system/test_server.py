@@ -272,6 +272,29 @@ def test_sighup_reloads_config(make_daemon):
     assert d.conn().hello["limits"]["max_line_bytes"] == 8192
 
 
+def test_reload_method_rereads_config_and_refuses_a_broken_one(make_daemon):
+    """daemon.reload (gbrctl reload) does what SIGHUP does, and says how it
+    went: on Windows it is the way to reload a gbrd outside a service."""
+    d = make_daemon(config="[daemon]\nmax_line_bytes = 4K\n")
+    with open(d.config, "w") as f:
+        f.write("[daemon]\nmax_line_bytes = 8K\n")
+    r = d.ctl("reload")
+    assert r.returncode == 0 and r.stdout == "gbrd reloaded %s\n" % d.config, r
+    assert d.conn().hello["limits"]["max_line_bytes"] == 8192
+    assert "daemon.reload: reloaded" in d.log()
+    with open(d.config, "w") as f:
+        f.write("[daemon]\nmax_line_bytes = lots\n")
+    r = d.conn().call("daemon.reload")
+    assert r["error"]["data"]["kind"] == "invalid_config"
+    assert "gbrd.conf:2: daemon.max_line_bytes = 'lots': expected a size" in r["error"]["message"]
+    r = d.ctl("reload")
+    assert r.returncode == 1 and "expected a size" in r.stderr
+    assert d.conn().hello["limits"]["max_line_bytes"] == 8192
+    # Without a config file there is nothing to read: the defaults stay.
+    e = make_daemon()
+    assert e.ctl_json("reload") == {"config": None}
+
+
 def test_bad_config_refuses_start(make_daemon):
     d = make_daemon(config="[daemon]\nmax_clients = -1\n", start=False)
     d.start(wait=False)

@@ -96,16 +96,16 @@ fake_stop(const char *why)
 
 /* A reload request, on the loop, as gbrd_request_reload. */
 static void
-fake_reload(void)
+fake_reload(const char *trigger)
 {
 	char	*why;
 
 	sdnotify_reloading();
 	if (fake_read_config(&why) != 0) {
-		log_error("reload: %s; keeping the previous config", why);
+		log_error("%s: %s; keeping the previous config", trigger, why);
 		free(why);
 	} else
-		log_info("reload: reloaded %s", fake_config);
+		log_info("%s: reloaded %s", trigger, fake_config);
 	sdnotify_ready();
 }
 
