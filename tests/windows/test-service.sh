@@ -136,12 +136,22 @@ $got" check "$name: sc create" sh -c 'echo "$1" | grep -q "state=STOPPED"' - "$g
 			sh -c 'echo "$1" | grep -q -E "error=(1052|1061)"' - "$out"
 	fi
 	states=$(w "$ctlw" wait "$name" RUNNING 90)
-	why=$states check "$name: START_PENDING, then RUNNING" \
-		sh -c 'echo "$1" | grep -q "state=START_PENDING" && echo "$1" | tail -n 1 | grep -q "state=RUNNING"' - "$states"
-	cps=$(echo "$states" | grep START_PENDING | sed 's/.*checkpoint=\([0-9]*\).*/\1/' | sort -u | wc -l)
-	why=$states check "$name: the checkpoint moves on while it starts ($cps seen)" [ "$cps" -ge 2 ]
-	why=$states check "$name: a 30 s wait hint while it starts" \
-		sh -c 'echo "$1" | grep START_PENDING | grep -q "wait_hint=30000"' - "$states"
+	if [ "$slow" = 1 ] || echo "$states" | grep -q "state=START_PENDING"; then
+		why=$states check "$name: START_PENDING, then RUNNING" \
+			sh -c 'echo "$1" | grep -q "state=START_PENDING" && echo "$1" | tail -n 1 | grep -q "state=RUNNING"' - "$states"
+		cps=$(echo "$states" | grep START_PENDING | sed 's/.*checkpoint=\([0-9]*\).*/\1/' | sort -u | wc -l)
+		why=$states check "$name: the checkpoint moves on while it starts ($cps seen)" [ "$cps" -ge 2 ]
+		why=$states check "$name: a 30 s wait hint while it starts" \
+			sh -c 'echo "$1" | grep START_PENDING | grep -q "wait_hint=30000"' - "$states"
+	else
+		# An empty log replays in milliseconds: the first query already
+		# finds it RUNNING. The pending states are svc-fake's checks
+		# above, on the same service code; RUNNING is checked below.
+		why=$states check "$name: RUNNING" \
+			sh -c 'echo "$1" | tail -n 1 | grep -q "state=RUNNING"' - "$states"
+		skip "$name: START_PENDING and its checkpoints" "the start was over before the first query"
+		skip "$name: a 30 s wait hint while it starts" "the start was over before the first query"
+	fi
 	why=$states check "$name: RUNNING accepts stop, shutdown and paramchange only" \
 		sh -c 'echo "$1" | tail -n 1 | grep -q "accepts=stop,shutdown,paramchange "' - "$states"
 
