@@ -318,3 +318,16 @@ listen_path(void)
 {
 	return listen_sock_path;
 }
+
+/* The Unix socket's walls: its folder, its mode, the peer's uid, the lock. */
+json_t *
+listen_layers(void)
+{
+	return json_pack("{s:s, s:b, s:s, s:s?, s:b, s:s}",
+	    "kind", "unix socket",
+	    "folder_private", 1,
+	    "umask", "0177",
+	    "peer_check", osdep_peer_cred_method(),
+	    "fail_closed", 1,
+	    "one_daemon", "a lock file beside the socket");
+}

@@ -489,3 +489,20 @@ listen_path(void)
 {
 	return listen_name;
 }
+
+/*
+ * The pipe's walls: its DACL, remote clients, each client's account, one
+ * daemon per name.
+ */
+json_t *
+listen_layers(void)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}",
+	    "kind", "named pipe",
+	    "dacl", "owner only",
+	    "remote_clients", "rejected",
+	    "peer_check", "the client process's account "
+		"(GetNamedPipeClientProcessId, its token's user)",
+	    "fail_closed", 1,
+	    "one_daemon", "a named mutex and the first pipe instance");
+}

@@ -20,6 +20,8 @@
 
 #include <sys/types.h>
 
+#include <jansson.h>
+
 /* What the system says of a new connection's peer. */
 struct listen_peer {
 	uid_t	uid;	/* Windows: COMPAT_UID_SELF for our account, else OTHER */
@@ -63,5 +65,10 @@ int		 listen_accept(int *fd, struct listen_peer *peer);
 void		 listen_close(void);
 /* The socket path or pipe name served (borrowed), or NULL. */
 const char	*listen_path(void);
+/*
+ * The layers that keep other users off the channel on this system, for
+ * daemon.status: {kind, ...}, a new reference (see PROTOCOL.md).
+ */
+json_t		*listen_layers(void);
 
 #endif

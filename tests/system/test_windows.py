@@ -19,6 +19,11 @@ pytestmark = pytest.mark.skipif(wine.why_not() is not None,
                                 reason=wine.why_not() or "")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def wine_ready():
+    wine.boot()
+
+
 @pytest.fixture
 def root():
     d = tempfile.mkdtemp(prefix="gbrw-", dir="/tmp")
@@ -63,6 +68,13 @@ def session_events(events):
 
 def tool(c, sid, name, args):
     return c.call("tool.call", {"session": sid, "tool": name, "args": args})
+
+
+def tool_ok(c, sid, name, args):
+    """The tool's own result, once it succeeded."""
+    r = tool(c, sid, name, args)
+    assert "result" in r, r
+    return r["result"]["result"]
 
 
 def test_hello_and_status_over_the_pipe(win_daemon):
@@ -123,28 +135,43 @@ def test_file_tools_through_tool_call_and_their_sandbox(win_daemon, ws, root):
     d = win_daemon()
     c = d.conn()
     sid = c.call("session.create", {"workspace": wine.winpath(ws)})["result"]["id"]
-    r = tool(c, sid, "write_file", {"path": "src/a.txt", "content": "one\ntwo\n"})
-    assert "result" in r, r
-    with open(os.path.join(ws, "src", "a.txt")) as f:
-        assert f.read() == "one\ntwo\n"
-    r = tool(c, sid, "read_file", {"path": "src/a.txt"})["result"]
-    assert "two" in json.dumps(r)
-    r = tool(c, sid, "edit_file", {"path": "src/a.txt", "old_string": "two", "new_string": "deux"})
-    assert "result" in r, r
-    with open(os.path.join(ws, "src", "a.txt")) as f:
-        assert f.read() == "one\ndeux\n"
-    names = json.dumps(tool(c, sid, "list_directory", {"path": "src"})["result"])
-    assert "a.txt" in names
-    hits = tool(c, sid, "search", {"pattern": "de+ux"})["result"]
-    assert [m["line"] for m in hits["matches"]] == [2]
+    r = tool_ok(c, sid, "write_file", {"path": "src/a.txt", "content": "one\ntwo\n"})
+    assert r["created"] is True and r["bytes"] == 8
+    with open(os.path.join(ws, "src", "a.txt"), "rb") as f:
+        assert f.read() == b"one\ntwo\n"
+    r = tool_ok(c, sid, "read_file", {"path": "src/a.txt"})
+    assert r["content"] == "one\ntwo\n" and r["total_lines"] == 2
+    tool_ok(c, sid, "edit_file", {"path": "src/a.txt", "old_string": "two", "new_string": "deux"})
+    with open(os.path.join(ws, "src", "a.txt"), "rb") as f:
+        assert f.read() == b"one\ndeux\n"
+    r = tool_ok(c, sid, "list_directory", {"path": "src"})
+    assert [e["path"] for e in r["entries"]] == ["a.txt"]
+    hits = tool_ok(c, sid, "search", {"pattern": "de+ux"})
+    assert [(m["path"], m["line"]) for m in hits["matches"]] == [("src/a.txt", 2)]
+    # Names differ only in case are one file on Windows: the same file.
+    assert tool_ok(c, sid, "read_file", {"path": "SRC/A.TXT"})["content"] == "one\ndeux\n"
     # Out of the workspace: refused, and nothing is written there.
     outside = os.path.join(root, "outside.txt")
     for p in ("../outside.txt", wine.winpath(outside), "src/../../outside.txt"):
         r = tool(c, sid, "write_file", {"path": p, "content": "x"})
         assert r["error"]["data"]["kind"] == "path_traversal", (p, r)
     assert not os.path.exists(outside)
-    # .gbr_envs is always protected: the write becomes an approval.
-    r = tool(c, sid, "write_file", {"path": ".gbr_envs/default.ini", "content": "[env]\n"})
+    # .gbr_envs is always protected: the write waits for a human, who says no.
+    rid = c.request("tool.call", {"session": sid, "tool": "write_file",
+                                  "args": {"path": ".gbr_envs/default.ini", "content": "[env]\n"}})
+    h = d.conn()
+    deadline = time.time() + 20
+    while not (pending := h.call("approval.list", {"session": sid})["result"]["approvals"]):
+        assert time.time() < deadline, "no approval was asked for"
+        time.sleep(0.1)
+    assert [a["path"] for a in pending] == [".gbr_envs/default.ini"]
+    assert "result" in h.call("approval.resolve", {"id": pending[0]["id"], "decision": "deny",
+                                                   "reason": "no"})
+    while True:
+        m = c.recv()
+        if m.get("id") == rid:
+            break
+    assert m["error"]["data"]["kind"] == "denied", m
     assert not os.path.exists(os.path.join(ws, ".gbr_envs", "default.ini"))
     # Commands are refused, naming why.
     r = tool(c, sid, "run_command", {"argv": ["cmd", "/c", "echo hi"]})

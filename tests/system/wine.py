@@ -36,6 +36,32 @@ def why_not():
     return None
 
 
+WINESERVER = os.environ.get("GBR_WINESERVER") or shutil.which("wineserver") or \
+    "/usr/lib/wine/wineserver"
+_booted = False
+
+
+def boot():
+    """Makes the Wine prefix ready once, and keeps its server running.
+
+    A Wine program that starts a wineserver may first boot or update the
+    prefix (wineboot), which can take tens of seconds on a loaded machine:
+    done once here, with a persistent server, every later start takes
+    milliseconds and the tests' own timeouts measure gbr, not Wine."""
+    global _booted
+    if _booted:
+        return
+    env = wine_env()
+    # Its output goes nowhere: a server that stays would hold a pipe open.
+    subprocess.run([WINESERVER, "-p"], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=60)
+    subprocess.run([WINE, "cmd.exe", "/c", "exit", "0"], env=env,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=600)
+    _booted = True
+
+
 def winpath(p):
     """A Unix path as the Windows programs see it under Wine."""
     return "Z:" + os.path.abspath(p)
@@ -176,7 +202,11 @@ class WinDaemon:
         if self.config:
             self.env["GBR_CONFIG"] = winpath(self.config)
         else:
-            self.env["GBR_CONFIG"] = winpath(os.path.join(root, "no-such.conf"))
+            # No config file: the built-in defaults, whatever the Wine
+            # prefix's own AppData or ProgramData hold.
+            self.env["APPDATA"] = winpath(os.path.join(root, "appdata"))
+            self.env["PROGRAMDATA"] = winpath(os.path.join(root, "programdata"))
+
         self.proc = None
         self.logs = []
 
