@@ -77,6 +77,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+# eventually PATTERN FILE: grep that waits up to 15 s for the line, since
+# the event log's lines reach $err through another process's stderr and
+# may come a moment after the state that follows them.
+eventually() {
+	i=0
+	until grep -q "$1" "$2"; do
+		i=$((i + 1))
+		[ $i -gt 150 ] && return 1
+		sleep 0.1
+	done
+}
+
 # A path of this machine as Wine's Z: drive names it.
 winpath() {
 	printf 'Z:%s' "$1" | tr / '\\'
@@ -183,7 +195,7 @@ $states" check "$name: stop: STOP_PENDING, then STOPPED with exit code 0" \
 	why=$(tail -n 5 "$log" 2>/dev/null) check "$name: its log says why it stopped" \
 		sh -c 'grep -q "shutting down: service stop" "$1" && grep -q "stopped" "$1"' - "$log"
 	why=$(tail -n 5 "$err") check "$name: the event log has running and stopped" \
-		sh -c 'grep -q "is running as the service $2" "$1" && grep -q "service $2) stopped: service stop" "$1"' - "$err" "$name"
+		sh -c 'eventually() { i=0; until grep -q "$1" "$2"; do i=$((i + 1)); [ $i -gt 150 ] && return 1; sleep 0.1; done; }; eventually "is running as the service $2" "$1" && eventually "service $2) stopped: service stop" "$1"' - "$err" "$name"
 
 	printf '[daemon]\nbroken line, not a key\nno_such_key = 1\n' > "$dir/gbrd.conf"
 	w sc.exe start "$name" >/dev/null
@@ -193,7 +205,7 @@ $states" check "$name: stop: STOP_PENDING, then STOPPED with exit code 0" \
 	why=$(tail -n 3 "$log" 2>/dev/null) check "$name: its log says why it could not start" \
 		grep -q "error: .*gbrd.conf" "$log"
 	why=$(tail -n 3 "$err") check "$name: so does the event log" \
-		grep -q "service $name) could not start: .*gbrd.conf" "$err"
+		eventually "service $name) could not start: .*gbrd.conf" "$err"
 
 	out=$(w sc.exe failure "$name" reset= 86400 actions= restart/5000/restart/30000//)
 	got=$(w "$ctlw" failure "$name")
