@@ -1,49 +1,40 @@
 /*
- * Client connection: a socket, a line framer and a small queue of messages
- * read ahead of the one asked for. Starting the daemon follows tmux's
- * client.c: try to connect; if nobody answers, take a lock, try again (a
- * concurrent client may have started it meanwhile), and only then start
- * gbrd, whose own lock guarantees one daemon per socket anyway.
+ * Client connection: a channel to gbrd (platform/transport.h), a line
+ * framer and a small queue of messages read ahead of the one asked for.
+ * Starting the daemon follows tmux's client.c: try to connect; if nobody
+ * answers, take a lock, try again (a concurrent client may have started it
+ * meanwhile), and only then start gbrd, whose own lock guarantees one
+ * daemon per socket anyway (the lock and the start: platform/proc.h).
  *
  * Like tmux's client, it trusts the daemon only after checking who it is:
- * the socket's folder must be ours and closed to others' writes (checked
- * with lstat before connecting, and before starting gbrd there), and the
- * process listening must run as our uid (checked with SO_PEERCRED or
- * getpeereid right after connect, before a single byte is sent). Another
+ * transport_dial checks the socket's folder (ours, closed to others'
+ * writes) before connecting, and the server's user right after, before a
+ * single byte is sent; gbrd is never started in a folder that fails. Another
  * local user who created /tmp/gbr-<uid> first, or who managed to put a
  * socket in our path, never sees our hello, let alone a workspace path.
  */
 #include "gbr-config.h"
 
 #include <sys/types.h>
-#include <sys/file.h>
 #ifdef HAVE_SYS_PRCTL_H
 #include <sys/prctl.h>
 #endif
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
 #include "clock.h"
 #include "frame.h"
 #include "jsonrpc.h"
-#include "paths.h"
+#include "proc.h"
+#include "transport.h"
 #include "xmalloc.h"
-
-extern char **environ;
 
 /* Replies and events read but not yet handed out. */
 #define CLIENT_QUEUE_MAX	4096
@@ -62,172 +53,18 @@ struct client {
 	void		*event_arg;
 };
 
-/* Connects a socket to path; returns the fd or -1 with errno set. */
-static int
-client_dial(const char *path)
-{
-	struct sockaddr_un	sa;
-	int			fd, saved;
-
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof sa.sun_path) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-		saved = errno;
-		close(fd);
-		errno = saved;
-		return -1;
-	}
-	return fd;
-}
-
-/*
- * Reads the uid of the server on a connected fd, as the kernel recorded it
- * when that server called listen(2). Returns 0, or -1 with errno set
- * (ENOTSUP where the platform has no way to ask).
- */
-static int
-client_peer_uid(int fd, uid_t *uid)
-{
-#if defined(HAVE_DECL_SO_PEERCRED) && HAVE_DECL_SO_PEERCRED
-	struct ucred	cred;
-	socklen_t	len = sizeof cred;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-		return -1;
-	if (len != sizeof cred) {
-		errno = EPROTO;
-		return -1;
-	}
-	*uid = cred.uid;
-	return 0;
-#elif defined(HAVE_GETPEEREID)
-	gid_t	gid;
-
-	return getpeereid(fd, uid, &gid);
-#else
-	(void)fd;
-	(void)uid;
-	errno = ENOTSUP;
-	return -1;
-#endif
-}
-
-/*
- * Checks that the server on a connected fd runs as our uid. Fails closed:
- * where the platform cannot tell us who it is, we do not talk to it.
- * Returns 0, or -1 with *cause.
- */
-static int
-client_check_peer(int fd, const char *path, char **cause)
-{
-	uid_t	 uid;
-	char	*them;
-
-	if (client_peer_uid(fd, &uid) != 0) {
-		*cause = xasprintf("cannot tell which user serves %s (%s); "
-		    "refusing to talk to it", path, strerror(errno));
-		return -1;
-	}
-	if (uid == getuid())
-		return 0;
-	them = paths_uid_name(uid);
-	*cause = xasprintf("refusing the server on %s: it runs as %s, not as "
-	    "you (uid %ld), so nothing was sent to it; another user may be "
-	    "running a fake gbrd there, so %s", path, them, (long)getuid(),
-	    PATHS_SOCKET_WAY_OUT);
-	free(them);
-	return -1;
-}
-
-/*
- * Connects to the daemon's socket, checking its folder before and the
- * server's uid after (see the top of this file). Returns the fd; or -1 with
- * *cause NULL and errno set when nobody answers there; or -1 with *cause set
- * when we refuse the folder or the server.
- */
-static int
-client_dial_checked(const char *path, char **cause)
-{
-	char	*dir;
-	int	 fd, r;
-
-	*cause = NULL;
-	dir = paths_dirname(path);
-	r = paths_check_socket_dir(dir, cause);
-	free(dir);
-	if (r == -1)
-		return -1;
-	if (r == 1) {
-		errno = ENOENT;		/* no folder: nobody listens there */
-		return -1;
-	}
-	if ((fd = client_dial(path)) == -1)
-		return -1;
-	if (client_check_peer(fd, path, cause) != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* Finds the gbrd binary: $GBRD, else beside this program, else $PATH. */
 static char *
 client_gbrd_path(void)
 {
 	const char	*env = getenv("GBRD");
-	char		 self[PATH_MAX], *dir, *path;
-	ssize_t		 n;
+	char		*path;
 
 	if (env != NULL && *env != '\0')
 		return xstrdup(env);
-	if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
-		self[n] = '\0';
-		dir = paths_dirname(self);
-		path = xasprintf("%s/gbrd", dir);
-		free(dir);
-		if (access(path, X_OK) == 0)
-			return path;
-		free(path);
-	}
+	if ((path = proc_beside_self("gbrd")) != NULL)
+		return path;
 	return xstrdup("gbrd");
-}
-
-/*
- * Copies the environment without the variables a service manager gave to
- * this client's own process: passed on, they would make gbrd believe it
- * was started by that manager and stay in the foreground (and we wait for
- * gbrd's first process to exit), or talk to a manager that is not its own.
- * Returns a new array of borrowed strings.
- */
-static char **
-client_spawn_env(void)
-{
-	static const char *const drop[] = { "NOTIFY_SOCKET=", "LISTEN_PID=",
-	    "LISTEN_FDS=", "LISTEN_FDNAMES=", "WATCHDOG_USEC=", "WATCHDOG_PID=",
-	    "INVOCATION_ID=", NULL };
-	char	**env;
-	size_t	  n = 0, i, j, k = 0;
-
-	while (environ[n] != NULL)
-		n++;
-	env = xreallocarray(NULL, n + 1, sizeof *env);
-	for (i = 0; i < n; i++) {
-		for (j = 0; drop[j] != NULL; j++) {
-			if (strncmp(environ[i], drop[j], strlen(drop[j])) == 0)
-				break;
-		}
-		if (drop[j] == NULL)
-			env[k++] = environ[i];
-	}
-	env[k] = NULL;
-	return env;
 }
 
 /* Runs gbrd in the background and waits until it says it is listening. */
@@ -236,28 +73,14 @@ client_spawn_gbrd(const char *path, char **cause)
 {
 	char	*bin = client_gbrd_path();
 	char	*argv[] = { bin, (char *)"-s", (char *)path, NULL };
-	char	**env = client_spawn_env();
-	pid_t	 pid;
-	int	 status, r;
+	int	 r;
 
-	r = strchr(bin, '/') != NULL ?
-	    posix_spawn(&pid, bin, NULL, NULL, argv, env) :
-	    posix_spawnp(&pid, bin, NULL, NULL, argv, env);
-	free(env);
-	if (r != 0) {
-		*cause = xasprintf("cannot start %s: %s", bin, strerror(r));
+	/* gbrd's foreground part exits once the daemon listens. */
+	if ((r = proc_spawn_wait(argv, cause)) == -1) {
 		free(bin);
 		return -1;
 	}
-	/* gbrd's foreground part exits once the daemon listens. */
-	while (waitpid(pid, &status, 0) == -1) {
-		if (errno != EINTR) {
-			*cause = xasprintf("waitpid: %s", strerror(errno));
-			free(bin);
-			return -1;
-		}
-	}
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	if (r != 0) {
 		*cause = xasprintf("%s could not start (see its message above)", bin);
 		free(bin);
 		return -1;
@@ -270,49 +93,24 @@ client_spawn_gbrd(const char *path, char **cause)
 int
 client_start_daemon(const char *path, char **cause)
 {
-	char		*dir, *lock;
-	long long	 deadline;
-	int		 fd, lfd, r = -1;
+	int	fd, r = -1;
 
 	/* A foreign folder or server is refused here, before any lock or start. */
-	if ((fd = client_dial_checked(path, cause)) != -1) {
-		close(fd);
+	if ((fd = transport_dial(path, cause)) != -1) {
+		transport_close(fd);
 		return 0;
 	}
 	if (*cause != NULL)
 		return -1;
-	dir = paths_dirname(path);
-	if (paths_private_dir(dir, 1, cause) != 0) {
-		free(dir);
+	if (proc_start_lock(path, cause) != 0)
 		return -1;
-	}
-	free(dir);
-	lock = xasprintf("%s.start.lock", path);
-	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lfd == -1) {
-		*cause = xasprintf("cannot open %s: %s", lock, strerror(errno));
-		free(lock);
-		return -1;
-	}
-	/* Another client may be starting it: wait for its lock, bounded. */
-	deadline = clock_mono_ms() + 15000;
-	while (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-		if (clock_mono_ms() > deadline) {
-			*cause = xasprintf("timed out waiting for %s", lock);
-			goto out;
-		}
-		usleep(10 * 1000);
-	}
-	if ((fd = client_dial_checked(path, cause)) != -1) {
-		close(fd);
+	/* A client that held the lock before us may have started it. */
+	if ((fd = transport_dial(path, cause)) != -1) {
+		transport_close(fd);
 		r = 0;
-		goto out;
-	}
-	if (*cause == NULL)
+	} else if (*cause == NULL)
 		r = client_spawn_gbrd(path, cause);
-out:
-	close(lfd);	/* releases the lock */
-	free(lock);
+	proc_start_unlock();
 	return r;
 }
 
@@ -326,14 +124,14 @@ client_connect(const char *path, enum client_start start, const char *name,
 	int		 fd;
 
 	*unreachable = 0;
-	fd = client_dial_checked(path, cause);
+	fd = transport_dial(path, cause);
 	if (fd == -1 && *cause == NULL && start == CLIENT_AUTOSTART &&
 	    (errno == ENOENT || errno == ECONNREFUSED)) {
 		if (client_start_daemon(path, cause) != 0) {
 			*unreachable = 1;
 			return NULL;
 		}
-		fd = client_dial_checked(path, cause);
+		fd = transport_dial(path, cause);
 	}
 	if (fd == -1 && *cause != NULL) {
 		/* A refusal of ours: for the caller, nobody could be reached. */
@@ -396,7 +194,7 @@ client_free(struct client *cl)
 {
 	if (cl == NULL)
 		return;
-	close(cl->fd);
+	transport_close(cl->fd);
 	frame_free(cl->frame);
 	json_decref(cl->hello);
 	json_decref(cl->queue);
@@ -458,7 +256,7 @@ client_line_cb(void *arg, const char *line, size_t len)
 static int
 client_fill(struct client *cl, int timeout_ms, char **cause)
 {
-	struct pollfd	 pfd = { cl->fd, POLLIN, 0 };
+	struct pollfd	 pfd;
 	char		 buf[65536];
 	ssize_t		 n;
 	int		 r;
@@ -471,8 +269,11 @@ client_fill(struct client *cl, int timeout_ms, char **cause)
 		*cause = xstrdup("the daemon closed the connection");
 		return -1;
 	}
+	memset(&pfd, 0, sizeof pfd);
+	pfd.fd = cl->fd;
+	pfd.events = POLLIN;
 	do
-		r = poll(&pfd, 1, timeout_ms);
+		r = transport_poll(&pfd, 1, timeout_ms);
 	while (r == -1 && errno == EINTR);
 	if (r == 0)
 		return 0;
@@ -481,7 +282,7 @@ client_fill(struct client *cl, int timeout_ms, char **cause)
 		return -1;
 	}
 	do
-		n = read(cl->fd, buf, sizeof buf);
+		n = transport_read(cl->fd, buf, sizeof buf);
 	while (n == -1 && errno == EINTR);
 	if (n < 0) {
 		*cause = xasprintf("read: %s", strerror(errno));
@@ -568,7 +369,7 @@ client_write(struct client *cl, const char *buf, size_t len, char **cause)
 	ssize_t	n;
 
 	while (len > 0) {
-		n = send(cl->fd, buf, len, MSG_NOSIGNAL);
+		n = transport_write(cl->fd, buf, len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -16,7 +16,6 @@
 
 #include <sys/types.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +29,7 @@
 #include "client.h"
 #include "ctl.h"
 #include "paths.h"
+#include "proc.h"
 #include "render.h"
 #include "xmalloc.h"
 
@@ -349,32 +349,6 @@ ctl_deny(struct ctl *ctl, int argc, char **argv)
 	return ctl_resolve(ctl, o.pos[0], "deny", &o, NULL, 0);
 }
 
-/*
- * Runs the editor on path: sh -c 'exec $0 "$1"' EDITOR PATH, so an EDITOR
- * with arguments ("code -w") works as in git. Returns its exit status, or
- * -1 if it could not run.
- */
-static int
-ctl_run_editor(const char *editor, const char *path)
-{
-	pid_t	pid;
-	int	status;
-
-	fflush(stdout);
-	fflush(stderr);
-	if ((pid = fork()) == -1)
-		return -1;
-	if (pid == 0) {
-		execl("/bin/sh", "sh", "-c", "exec $0 \"$1\"", editor, path,
-		    (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) == -1)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 +
-	    (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
 
 /* edit ID [--reason R] */
 int
@@ -443,7 +417,7 @@ ctl_edit(struct ctl *ctl, int argc, char **argv)
 	if (!ctl->json)
 		fprintf(stderr, "gbrctl: editing the proposed %s with %s\n",
 		    shown, editor);
-	if ((st = ctl_run_editor(editor, path)) != 0) {
+	if ((st = proc_run_editor(editor, path)) != 0) {
 		fprintf(stderr, "gbrctl: the editor exited with %d; nothing was "
 		    "decided\n", st);
 		goto fail;

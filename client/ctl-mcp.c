@@ -7,7 +7,7 @@
  * same human approvals, the same disk log. No policy lives here: gbrd
  * decides; the bridge only translates, and says so when it cannot.
  *
- * One poll(2) loop drives four directions (the client's stdin and stdout,
+ * One poll(2) loop (transport_poll) drives four directions (the client's stdin and stdout,
  * gbrd's socket both ways) without ever blocking on one of them, so many
  * calls can be in flight: a call that waits for a human's approval holds
  * up nothing else. Every queue is bounded: at most MCP_CALLS_MAX calls
@@ -41,7 +41,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +55,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "mcp-int.h"
+#include "transport.h"
 #include "xmalloc.h"
 
 /* The MCP revisions spoken here, the latest first. */
@@ -151,12 +151,13 @@ mcp_buf_release(struct mcp_buf *b)
  * left), or -1 with errno when the other end is gone.
  */
 static int
-mcp_buf_flush(struct mcp_buf *b, int fd)
+mcp_buf_flush(struct mcp_buf *b, int fd,
+    ssize_t (*put)(int, const void *, size_t))
 {
 	ssize_t	n;
 
 	while (b->off < b->len) {
-		n = write(fd, b->data + b->off, b->len - b->off);
+		n = put(fd, b->data + b->off, b->len - b->off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -463,7 +464,8 @@ mcp_client_read(struct mcp *m)
 		m->in_buf = xreallocarray(m->in_buf, 1, m->in_cap);
 	}
 	/* One read after POLLIN never blocks, whatever the descriptor is. */
-	n = read(m->in_fd, m->in_buf + m->in_len, MCP_READ_CHUNK);
+	n = transport_stdio_read(m->in_fd, m->in_buf + m->in_len,
+	    MCP_READ_CHUNK);
 	if (n < 0) {
 		if (errno == EINTR || errno == EAGAIN)
 			return;
@@ -517,41 +519,21 @@ mcp_client_read(struct mcp *m)
 }
 
 /*
- * Moves the client's stdin and stdout out of the way: the protocol uses
- * private close-on-exec copies, descriptor 0 becomes /dev/null and 1 a copy
- * of stderr, so whatever else writes to "stdout" (a gbrd started on demand,
- * a stray printf) cannot corrupt the stream.
+ * Moves the client's stdin and stdout out of the way (transport_stdio_take):
+ * the protocol uses private copies, the process's own stdin reads nothing
+ * and its stdout is stderr, so whatever else writes to "stdout" (a gbrd
+ * started on demand, a stray printf) cannot corrupt the stream.
  */
 static int
 mcp_take_stdio(struct mcp *m)
 {
-	struct stat	st;
-	int		fd;
+	char	*cause;
 
-	if ((m->in_fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)) == -1 ||
-	    (m->out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)) == -1) {
-		mcp_log("stdin and stdout must be open: %s", strerror(errno));
+	if (transport_stdio_take(&m->in_fd, &m->out_fd, &cause) != 0) {
+		mcp_log("%s", cause);
+		free(cause);
 		return -1;
 	}
-	if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1) {
-		mcp_log("/dev/null: %s", strerror(errno));
-		return -1;
-	}
-	dup2(fd, STDIN_FILENO);
-	if (dup2(STDERR_FILENO, STDOUT_FILENO) == -1)
-		dup2(fd, STDOUT_FILENO);
-	close(fd);
-	/*
-	 * Non-blocking writes to a pipe or socket the client made for us
-	 * alone; a terminal or file is shared with others (a shell) and
-	 * stays as it is. Reads need no flag: one read after POLLIN never
-	 * blocks.
-	 */
-	m->out_flags = -1;
-	if (fstat(m->out_fd, &st) == 0 && (S_ISFIFO(st.st_mode) ||
-	    S_ISSOCK(st.st_mode)) &&
-	    (m->out_flags = fcntl(m->out_fd, F_GETFL)) != -1)
-		fcntl(m->out_fd, F_SETFL, m->out_flags | O_NONBLOCK);
 	return 0;
 }
 
@@ -569,9 +551,9 @@ mcp_final_flush(struct mcp *m)
 		pfd.fd = m->out_fd;
 		pfd.events = POLLOUT;
 		pfd.revents = 0;
-		if (poll(&pfd, 1, wait) <= 0)
+		if (transport_poll(&pfd, 1, wait) <= 0)
 			break;
-		if (mcp_buf_flush(&m->out, m->out_fd) != 0)
+		if (mcp_buf_flush(&m->out, m->out_fd, transport_stdio_write) != 0)
 			break;
 	}
 }
@@ -612,24 +594,24 @@ mcp_loop(struct mcp *m)
 		}
 		if (n == 0) {
 			/* Only the client's stdout is left to drain, and it is full. */
-			poll(NULL, 0, timeout < 0 ? 100 : timeout);
+			transport_poll(NULL, 0, timeout < 0 ? 100 : timeout);
 			continue;
 		}
-		if (poll(pfd, (nfds_t)n, timeout) < 0) {
+		if (transport_poll(pfd, (unsigned)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			mcp_log("poll: %s", strerror(errno));
 			break;
 		}
 		if (out_i != -1 && pfd[out_i].revents != 0 &&
-		    mcp_buf_flush(&m->out, m->out_fd) != 0) {
+		    mcp_buf_flush(&m->out, m->out_fd, transport_stdio_write) != 0) {
 			if (errno != EPIPE)
 				mcp_log("writing stdout: %s", strerror(errno));
 			m->out_dead = 1;
 			break;
 		}
 		if (d_i != -1 && (pfd[d_i].revents & POLLOUT) &&
-		    mcp_buf_flush(&m->dout, m->dfd) != 0) {
+		    mcp_buf_flush(&m->dout, m->dfd, transport_write) != 0) {
 			mcp_daemon_lost(m, strerror(errno));
 			d_i = -1;
 		}
@@ -640,12 +622,12 @@ mcp_loop(struct mcp *m)
 			mcp_client_read(m);
 		/* Answers go out at once when the pipe has room. */
 		if (mcp_buf_pending(&m->out) > 0 &&
-		    mcp_buf_flush(&m->out, m->out_fd) != 0) {
+		    mcp_buf_flush(&m->out, m->out_fd, transport_stdio_write) != 0) {
 			m->out_dead = 1;
 			break;
 		}
 		if (m->cl != NULL && mcp_buf_pending(&m->dout) > 0 &&
-		    mcp_buf_flush(&m->dout, m->dfd) != 0)
+		    mcp_buf_flush(&m->dout, m->dfd, transport_write) != 0)
 			mcp_daemon_lost(m, strerror(errno));
 	}
 }
@@ -749,10 +731,7 @@ out:
 	frame_free(m.dframe);
 	mcp_buf_release(&m.dout);
 	mcp_buf_release(&m.out);
-	if (m.out_flags != -1)
-		fcntl(m.out_fd, F_SETFL, m.out_flags);
-	close(m.in_fd);
-	close(m.out_fd);
+	transport_stdio_release(m.in_fd, m.out_fd);
 	free(m.in_buf);
 	free(m.workspace);
 	free(m.session);

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "frame.h"
 #include "jsonrpc.h"
 #include "mcp-int.h"
+#include "transport.h"
 #include "xmalloc.h"
 
 /*
@@ -116,7 +116,6 @@ mcp_connect(struct mcp *m, char **cause, int *unreachable)
 	struct client	*cl;
 	json_t		*max;
 	char		 name[64];
-	int		 flags;
 
 	snprintf(name, sizeof name, "gbrctl-mcp/%s", PACKAGE_VERSION);
 	cl = client_connect(m->ctl->socket, CLIENT_AUTOSTART, name, cause,
@@ -138,8 +137,7 @@ mcp_connect(struct mcp *m, char **cause, int *unreachable)
 	    (size_t)json_integer_value(max) : 1024 * 1024;
 	m->cl = cl;
 	m->dfd = client_fd(cl);
-	if ((flags = fcntl(m->dfd, F_GETFL)) != -1)
-		fcntl(m->dfd, F_SETFL, flags | O_NONBLOCK);
+	(void)transport_set_nonblock(m->dfd);
 	m->dframe = frame_create(MCP_DAEMON_LINE_MAX);
 	m->next_did = MCP_FIRST_DID;
 	return 0;
@@ -211,7 +209,7 @@ mcp_ensure_patiently(struct mcp *m, char **cause)
 		if (i + 1 == MCP_RECONNECT_TRIES)
 			break;
 		free(*cause);
-		poll(NULL, 0, wait_ms);
+		transport_poll(NULL, 0, wait_ms);
 		wait_ms *= 2;
 	}
 	return -1;
@@ -377,7 +375,7 @@ mcp_daemon_read(struct mcp *m)
 	char	buf[MCP_READ_CHUNK];
 	ssize_t	n;
 
-	n = read(m->dfd, buf, sizeof buf);
+	n = transport_read(m->dfd, buf, sizeof buf);
 	if (n < 0) {
 		if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
 			return;

@@ -96,7 +96,6 @@ struct mcp {
 
 	int		 in_fd;		/* the client's stdin, moved */
 	int		 out_fd;	/* the client's stdout, moved */
-	int		 out_flags;	/* to restore at exit, or -1 */
 	char		*in_buf;
 	size_t		 in_len;
 	size_t		 in_cap;

@@ -127,6 +127,15 @@
 #undef interface
 #undef small
 
+/*
+ * Windows has no SIGPIPE: a write to a pipe or socket whose reader is gone
+ * fails with an error instead. signal(SIGPIPE, SIG_IGN) then asks the C
+ * runtime for a signal it does not know, which it refuses, harmlessly.
+ */
+#ifndef SIGPIPE
+#define SIGPIPE		13
+#endif
+
 /* A name's longest, in bytes, as on Linux (Windows allows 255 UTF-16 units). */
 #ifndef NAME_MAX
 #define NAME_MAX	255
@@ -269,6 +278,16 @@ ssize_t	pwrite(int, const void *, size_t, off_t);
 int	fsync(int);
 int	fdatasync(int);
 int	fchmod(int, mode_t);
+
+/*
+ * Scatter/gather buffers (<sys/uio.h>, which mingw-w64 lacks): the
+ * transport's writev is WSASend over them (platform/transport-win.c).
+ * The layout is libevent's struct evbuffer_iovec on Windows.
+ */
+struct iovec {
+	void	*iov_base;
+	size_t	 iov_len;
+};
 
 /* Whole-file advisory locks, as flock(2) (LockFileEx on the handle). */
 #define LOCK_SH	1

@@ -4,7 +4,9 @@
  * everything else. Unless -f is given it goes to the background, and the
  * command that started it returns only once the daemon is listening (or
  * with the reason it could not start), so scripts and clients can rely on
- * "gbrd returned 0" meaning "the socket answers".
+ * "gbrd returned 0" meaning "the socket answers". On Windows, gbrd
+ * --service runs the same start-up and loop as a service, on the thread
+ * the Service Control Manager gives it (service.h).
  */
 #include "gbr-config.h"
 
@@ -45,6 +47,7 @@
 #include "session-env.h"
 #include "sandbox.h"
 #include "server.h"
+#include "service.h"
 #include "xmalloc.h"
 
 /* A log file larger than this is moved to gbrd.log.1 at start. */
@@ -57,6 +60,10 @@ static int			 gbrd_ready_fd = -1;
 static int			 gbrd_level_flag = -1;	/* -l wins over the config */
 static const char		*gbrd_config_flag;	/* -c, for reloads */
 
+/* The command line, parsed by main for gbrd_run (which a service runs). */
+static const char		*gbrd_socket_flag, *gbrd_state_flag;
+static int			 gbrd_foreground, gbrd_syslog, gbrd_repair;
+
 /* Prints usage. */
 static void __attribute__((noreturn))
 usage(int status)
@@ -65,7 +72,7 @@ usage(int status)
 
 	fprintf(f,
 "usage: gbrd [-f] [-s SOCKET] [-S STATE_DIR] [-c CONFIG] [-l LEVEL] [--syslog]\n"
-"            [--repair]\n"
+"            [--repair] [--service]\n"
 "\n"
 "The gbr daemon: holds agent sessions, the sandbox and the disk log, and\n"
 "serves the gbr protocol on a Unix socket. gbr and gbrctl start it when needed.\n"
@@ -83,6 +90,8 @@ usage(int status)
 "                         the last good one, move the damaged files into\n"
 "                         STATE_DIR/log/damaged (nothing is deleted), and start\n"
 "      --syslog           log to syslog instead of stderr\n"
+"      --service          run as a Windows service, under the Service Control\n"
+"                         Manager (Windows only; see gbrd(8))\n"
 "  -h, --help             this help\n"
 "  -V, --version          print the version\n"
 "\n"
@@ -115,6 +124,7 @@ gbrd_fail(const char *fmt, ...)
 	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	log_error("%s", msg);
+	sdnotify_failed(1, msg);
 	/* What was held goes out with it: to the terminal if not detached. */
 	log_release();
 	if (gbrd_ready_fd != -1) {
@@ -240,25 +250,17 @@ gbrd_make_epoch(void)
 		snprintf(gbrd_epoch_str + 2 * i, 3, "%02x", r[i]);
 }
 
-int
-main(int argc, char **argv)
+/*
+ * Everything after the command line: start-up, the loop, shutdown. It is
+ * main's body, apart so that a Windows service runs the same one flow on
+ * the thread the Service Control Manager gives it (service.h). Returns
+ * the exit status; a failed start exits (gbrd_fail).
+ */
+static int
+gbrd_run(void)
 {
-	static const struct option longopts[] = {
-		{ "foreground",	no_argument,		NULL, 'f' },
-		{ "socket",	required_argument,	NULL, 's' },
-		{ "state-dir",	required_argument,	NULL, 'S' },
-		{ "config",	required_argument,	NULL, 'c' },
-		{ "log-level",	required_argument,	NULL, 'l' },
-		{ "syslog",	no_argument,		NULL, 'Y' },
-		{ "repair",	no_argument,		NULL, 'R' },
-		{ "help",	no_argument,		NULL, 'h' },
-		{ "version",	no_argument,		NULL, 'V' },
-		{ NULL, 0, NULL, 0 }
-	};
-	const char	*socket_flag = NULL, *state_flag = NULL;
-	const char	*config_flag = NULL, *level_flag = NULL;
-	int		 foreground = 0, use_syslog = 0, ch, level = -1;
-	int		 managed, lfd, repair = 0;
+	int		 foreground = gbrd_foreground, level = gbrd_level_flag;
+	int		 managed, lfd;
 	struct disklog_opts dlo;
 	struct config	*cfg;
 	char		*cfg_path, *cause, *sock_path, *lpath;
@@ -266,30 +268,8 @@ main(int argc, char **argv)
 	long		 nofile;
 	json_t		*note;
 
-	while ((ch = getopt_long(argc, argv, "fs:S:c:l:hV", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'f': foreground = 1; break;
-		case 's': socket_flag = optarg; break;
-		case 'S': state_flag = optarg; break;
-		case 'c': config_flag = optarg; break;
-		case 'l': level_flag = optarg; break;
-		case 'Y': use_syslog = 1; break;
-		case 'R': repair = 1; break;
-		case 'h': usage(0);
-		case 'V': printf("gbrd %s\n", PACKAGE_VERSION); return 0;
-		default: usage(2);
-		}
-	}
-	if (optind != argc)
-		usage(2);
-	if (level_flag != NULL && (level = log_level_parse(level_flag)) == -1) {
-		fprintf(stderr, "gbrd: unknown log level '%s' (error, warn, info, "
-		    "debug)\n", level_flag);
-		return 2;
-	}
-	gbrd_level_flag = level;
 	log_open("gbrd", level != -1 ? level : LOG_LEVEL_INFO,
-	    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
+	    gbrd_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
 	umask(077);
 	/* Before anything big is allocated: freed buffers go back (osdep.h). */
 	osdep_memory_init();
@@ -304,9 +284,18 @@ main(int argc, char **argv)
 	 * log closed) instead of killing the daemon half way through.
 	 */
 	osdep_requests_hold();
-	gbrd_config_flag = config_flag;
 
-	if ((cfg_path = paths_config(config_flag)) != NULL) {
+	/*
+	 * The state folder before the config: a service has no console, and
+	 * from here on its lines (a refused config among them) are in
+	 * gbrd.log there.
+	 */
+	gbrd_state = paths_state_dir(gbrd_state_flag);
+	if (paths_private_dir(gbrd_state, 1, &cause) != 0)
+		gbrd_fail("state folder: %s", cause);
+	service_log_file(gbrd_state, gbrd_open_logfile);
+
+	if ((cfg_path = paths_config(gbrd_config_flag)) != NULL) {
 		/* Freed first: LeakSanitizer may not see it on the stack. */
 		if ((cfg = config_load(cfg_path, &cause)) == NULL) {
 			free(cfg_path);
@@ -320,14 +309,11 @@ main(int argc, char **argv)
 	config_set(cfg);
 	log_set_level(cfg->log_level);
 
-	gbrd_state = paths_state_dir(state_flag);
-	if (paths_private_dir(gbrd_state, 1, &cause) != 0)
-		gbrd_fail("state folder: %s", cause);
 	/* Where the platform cannot fork, the daemon starts over detached. */
 	if (!foreground && !managed)
 		osdep_detach(OSDEP_DETACH_BEFORE_LISTEN, gbrd_open_logfile,
 		    gbrd_state, &gbrd_ready_fd);
-	sock_path = paths_socket(socket_flag);
+	sock_path = paths_socket(gbrd_socket_flag);
 	switch (sdactivate_listen_fd(&lfd, &lpath, &cause)) {
 	case -1:
 		gbrd_fail("socket activation: %s", cause);
@@ -354,7 +340,7 @@ main(int argc, char **argv)
 		    gbrd_state, &gbrd_ready_fd);
 		/* stderr is now the log file: check again for the journal. */
 		log_open(NULL, log_get_level(),
-		    use_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
+		    gbrd_syslog ? LOG_DEST_SYSLOG : LOG_DEST_STDERR);
 	}
 	log_release();
 
@@ -385,9 +371,10 @@ main(int argc, char **argv)
 	dispatch_observe_close(toolcall_conn_closed, 1);
 
 	/* Replay before anyone is served: clients see the state the log gives. */
-	gbrd_disklog_opts(&dlo, config_get(), repair);
+	gbrd_disklog_opts(&dlo, config_get(), gbrd_repair);
 	if (disklog_open(gbrd_ev_base, gbrd_state, &dlo, &cause) != 0)
 		gbrd_fail("%s", cause);
+	sdnotify_progress();
 	/* Turns that were running when the daemon died are marked interrupted. */
 	session_recover();
 	/* The agent's commands; no child may reach the socket or the config. */
@@ -425,6 +412,7 @@ main(int argc, char **argv)
 		gbrd_fail("tools: %s", cause);
 	session_env_init(gbrd_ev_base);
 	session_env_recover();
+	sdnotify_progress();
 	/* Approvals: interrupted ones marked, expired ones ended. */
 	toolcall_recover();
 	/* Agent turns that waited for an approval wait again. */
@@ -480,4 +468,52 @@ main(int argc, char **argv)
 	log_info("stopped");
 	log_close();
 	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "foreground",	no_argument,		NULL, 'f' },
+		{ "socket",	required_argument,	NULL, 's' },
+		{ "state-dir",	required_argument,	NULL, 'S' },
+		{ "config",	required_argument,	NULL, 'c' },
+		{ "log-level",	required_argument,	NULL, 'l' },
+		{ "syslog",	no_argument,		NULL, 'Y' },
+		{ "repair",	no_argument,		NULL, 'R' },
+		{ "service",	no_argument,		NULL, 'W' },
+		{ "help",	no_argument,		NULL, 'h' },
+		{ "version",	no_argument,		NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char	*level_flag = NULL;
+	int		 ch, service = 0;
+
+	while ((ch = getopt_long(argc, argv, "fs:S:c:l:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'f': gbrd_foreground = 1; break;
+		case 's': gbrd_socket_flag = optarg; break;
+		case 'S': gbrd_state_flag = optarg; break;
+		case 'c': gbrd_config_flag = optarg; break;
+		case 'l': level_flag = optarg; break;
+		case 'Y': gbrd_syslog = 1; break;
+		case 'R': gbrd_repair = 1; break;
+		case 'W': service = 1; break;
+		case 'h': usage(0);
+		case 'V': printf("gbrd %s\n", PACKAGE_VERSION); return 0;
+		default: usage(2);
+		}
+	}
+	if (optind != argc)
+		usage(2);
+	if (level_flag != NULL &&
+	    (gbrd_level_flag = log_level_parse(level_flag)) == -1) {
+		fprintf(stderr, "gbrd: unknown log level '%s' (error, warn, info, "
+		    "debug)\n", level_flag);
+		return 2;
+	}
+	/* The Service Control Manager's thread runs the body (service.h). */
+	if (service)
+		return service_run(gbrd_run);
+	return gbrd_run();
 }

@@ -19,6 +19,7 @@
 #include "loop.h"
 #include "http.h"
 #include "jsonrpc.h"
+#include "listen.h"
 #include "llm.h"
 #include "log.h"
 #include "methods.h"
@@ -81,9 +82,8 @@ method_security(void)
 {
 	const char	*peer = osdep_peer_cred_method();
 
-	return json_pack("{s:b, s:s, s:s?, s:b, s:o, s:s, s:o}",
-	    "socket_dir_private", 1,
-	    "socket_umask", "0177",
+	return json_pack("{s:o, s:s?, s:b, s:o, s:s, s:o}",
+	    "listener", listen_layers(),
 	    "peer_uid_check", peer,
 	    "peer_uid_check_fail_closed", 1,
 	    "runner", tool_run_status(),

@@ -4,6 +4,8 @@
  * written with one writev(2) at the end. libevent tells us when the socket is
  * readable or writable; we do the I/O ourselves instead of using
  * bufferevents, which would add a copy and extra system calls per round trip.
+ * The I/O goes through platform/transport.h, whose calls are the plain ones
+ * on Unix and Winsock's on Windows (where a connection is a bridged pipe).
  *
  * Bounds: a line over the maximum gets too_large and the connection closes
  * without reading the rest; when replies to a client's own requests pile up
@@ -23,7 +25,6 @@
 #include "gbr-config.h"
 
 #include <sys/queue.h>
-#include <sys/socket.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -44,6 +45,7 @@
 #include "log.h"
 #include "sdnotify.h"
 #include "osdep.h"
+#include "transport.h"
 #include "uring.h"
 #include "xmalloc.h"
 
@@ -59,6 +61,8 @@
 static struct conn_ops	conn_ops;	/* the layer above's, from conn_init */
 /* Queue chunks one batched write takes per client (the rest: next write). */
 #define CONN_IOV	16
+/* Queue chunks one writev takes (what evbuffer_write took at most). */
+#define CONN_WRITEV_IOV	128
 
 /* Encoded messages reach the output queue in pieces of up to this size. */
 #define CONN_ENCODE_STACK	4096
@@ -274,7 +278,7 @@ conn_close(struct conn *c, const char *why)
 		TAILQ_REMOVE(&conn_flushq, c, fentry);
 		c->flags &= ~CONN_FLUSHQ;
 	}
-	close(c->fd);
+	transport_close(c->fd);
 	c->fd = -1;
 	TAILQ_REMOVE(&conn_list, c, entry);
 	conn_n--;
@@ -357,6 +361,31 @@ conn_written(struct conn *c, int err)
 	conn_maybe_finish(c);
 }
 
+/*
+ * Writes from the output queue with one gathered write, as evbuffer_write
+ * did, but through the transport. Returns the bytes written, or -1 with
+ * errno.
+ */
+static ssize_t
+conn_write_out(struct conn *c)
+{
+	struct evbuffer_iovec	vec[CONN_WRITEV_IOV];
+	struct iovec		iov[CONN_WRITEV_IOV];
+	ssize_t			n;
+	int			k, i;
+
+	k = evbuffer_peek(c->out, -1, NULL, vec, CONN_WRITEV_IOV);
+	if (k > CONN_WRITEV_IOV)
+		k = CONN_WRITEV_IOV;
+	for (i = 0; i < k; i++) {
+		iov[i].iov_base = vec[i].iov_base;
+		iov[i].iov_len = vec[i].iov_len;
+	}
+	if ((n = transport_writev(c->fd, iov, k)) > 0)
+		evbuffer_drain(c->out, (size_t)n);
+	return n;
+}
+
 /* Writes what is queued; waits for EV_WRITE if the socket is full. */
 static void
 conn_flush(struct conn *c)
@@ -365,8 +394,7 @@ conn_flush(struct conn *c)
 
 	if (c->flags & CONN_CLOSED)
 		return;
-	if (evbuffer_get_length(c->out) > 0 &&
-	    evbuffer_write(c->out, c->fd) < 0)
+	if (evbuffer_get_length(c->out) > 0 && conn_write_out(c) < 0)
 		err = errno;
 	conn_written(c, err);
 }
@@ -422,8 +450,9 @@ conn_flush_all_cb(evutil_socket_t fd, short events, void *arg)
 		conn_batch.c[n] = c;
 		conn_batch.s[n].fd = c->fd;
 		conn_batch.s[n].iov = conn_batch.iov + n * CONN_IOV;
-		k = evbuffer_peek(c->out, -1, NULL, conn_batch.iov +
-		    n * CONN_IOV, CONN_IOV);
+		/* io_uring is Linux's: there evbuffer_iovec is iovec. */
+		k = evbuffer_peek(c->out, -1, NULL, (struct evbuffer_iovec *)
+		    (conn_batch.iov + n * CONN_IOV), CONN_IOV);
 		conn_batch.s[n].iovcnt = k < CONN_IOV ? k : CONN_IOV;
 		n++;
 	}
@@ -636,7 +665,7 @@ conn_line_timeout_cb(evutil_socket_t fd, short events, void *arg)
 	if (now < end) {
 		/* Another line began since the timer was set. */
 		tv.tv_sec = (time_t)((end - now) / 1000);
-		tv.tv_usec = (suseconds_t)((end - now) % 1000) * 1000;
+		tv.tv_usec = (long)((end - now) % 1000) * 1000;
 		evtimer_add(c->ev_line, &tv);
 		return;
 	}
@@ -674,7 +703,7 @@ conn_line_watch(struct conn *c)
 	if (!evtimer_pending(c->ev_line, NULL)) {
 		ms = config_get()->line_timeout_ms;
 		tv.tv_sec = ms / 1000;
-		tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+		tv.tv_usec = (long)(ms % 1000) * 1000;
 		evtimer_add(c->ev_line, &tv);
 	}
 }
@@ -743,7 +772,7 @@ conn_read_cb(evutil_socket_t fd, short events, void *arg)
 	struct conn	*c = arg;
 	ssize_t		 n;
 
-	n = read(c->fd, conn_rbuf, sizeof conn_rbuf);
+	n = transport_read(c->fd, conn_rbuf, sizeof conn_rbuf);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 			return;
@@ -894,7 +923,7 @@ conn_close_all(const char *why)
 
 	while ((c = TAILQ_FIRST(&conn_list)) != NULL) {
 		if (evbuffer_get_length(c->out) > 0)
-			evbuffer_write(c->out, c->fd);
+			(void)conn_write_out(c);
 		conn_close(c, why);
 	}
 }

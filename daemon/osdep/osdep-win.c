@@ -38,14 +38,21 @@ osdep_peer_in_run(int fd, pid_t pid)
 const char *
 osdep_peer_cred_method(void)
 {
-	return "named pipe client token";
+	return "GetNamedPipeClientProcessId";
 }
 
-/* The C runtime's limit of open files, raised to its maximum. */
+/*
+ * The C runtime's limit of open files (its fds, not Windows' handles),
+ * raised to its maximum: 8192 in the UCRT, 2048 in msvcrt.dll.
+ */
 long
 osdep_raise_nofile(void)
 {
-	return _setmaxstdio(8192) == -1 ? _getmaxstdio() : 8192;
+	if (_setmaxstdio(8192) != -1)
+		return 8192;
+	if (_setmaxstdio(2048) != -1)
+		return 2048;
+	return _getmaxstdio();
 }
 
 /* Wall-clock time in milliseconds since the epoch. */

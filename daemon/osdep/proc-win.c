@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "osdep-proc.h"
+#include "service.h"
 #include "xmalloc.h"
 
 /* Names the report pipe's handle in the detached daemon's environment. */
@@ -172,12 +173,20 @@ osdep_detach(enum osdep_detach_at at, int (*open_log)(void),
 	exit(1);
 }
 
-/* A console control event: every one of them is a request to stop. */
+/*
+ * A console control event: every one of them is a request to stop, except
+ * in a service, which Windows sends log-off and shutdown too: log-off is
+ * any user's (a service outlives them all), and the Service Control
+ * Manager announces a shutdown itself (SERVICE_CONTROL_SHUTDOWN).
+ */
 static BOOL WINAPI
 proc_console_cb(DWORD type)
 {
 	const char	*why;
 
+	if (service_active() && (type == CTRL_LOGOFF_EVENT ||
+	    type == CTRL_SHUTDOWN_EVENT))
+		return TRUE;
 	switch (type) {
 	case CTRL_C_EVENT:
 		why = "Ctrl-C";

@@ -7,12 +7,16 @@
 #include "gbr-config.h"
 
 #include "sdactivate.h"
+#include "service.h"
 
-/* Only the service entry point runs under a manager; it says so itself. */
+/*
+ * The Service Control Manager is the one manager, and it starts gbrd
+ * --service, which stays in the foreground under it (service-win.c).
+ */
 int
 sdactivate_managed(void)
 {
-	return 0;
+	return service_active();
 }
 
 /* No listening socket is ever handed over. */

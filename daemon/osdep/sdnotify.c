@@ -405,6 +405,18 @@ sdnotify_status_cb(evutil_socket_t fd, short events, void *arg)
 		sdnotify_status_sent(status);
 }
 
+/* Nothing to say before READY=1 (see sdnotify.h). */
+void
+sdnotify_progress(void)
+{
+}
+
+/* systemd reads the exit status; the journal has the reason. */
+void
+sdnotify_failed(int status, const char *why)
+{
+}
+
 /* The "service" object of daemon.status. */
 json_t *
 sdnotify_status_json(void)

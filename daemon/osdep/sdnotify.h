@@ -2,7 +2,9 @@
  * What gbrd tells its service manager (sd_notify(3)): READY=1 once clients
  * can be served, RELOADING=1 around a SIGHUP reload, STOPPING=1 on shutdown,
  * a short STATUS= line, and WATCHDOG=1 keep-alives from the event loop.
- * Every function is a cheap no-op when no service manager listens.
+ * Every function is a cheap no-op when no service manager listens. On
+ * Windows the same calls are what the Service Control Manager hears of a
+ * service (service-win.c): start pending, running, stop pending, stopped.
  */
 #ifndef GBRD_SDNOTIFY_H
 #define GBRD_SDNOTIFY_H
@@ -34,6 +36,22 @@ void	 sdnotify_stopping(void);
  * callers may call this as often as they like.
  */
 void	 sdnotify_status_update(unsigned clients);
+
+/*
+ * A step of a long start-up (the disk log's replay calls it as it goes):
+ * the Service Control Manager's checkpoint moves on, so a slow start is
+ * told from a stuck one. Nothing on systemd: READY=1 is the first message
+ * gbrd sends there, and TimeoutStartSec= bounds the start. Cheap enough
+ * to call for every few records.
+ */
+void	 sdnotify_progress(void);
+/*
+ * The start failed: gbrd exits with status next. Under the Service Control
+ * Manager the event log says why and the service stops with that status
+ * as its service-specific error. Nothing on systemd, which reads the exit
+ * status, and the journal has the error line.
+ */
+void	 sdnotify_failed(int status, const char *why);
 
 /* The "service" object of daemon.status (a new reference). */
 json_t	*sdnotify_status_json(void);

@@ -23,7 +23,11 @@
 #include "log.h"
 #include "logfmt.h"
 #include "logscan.h"
+#include "sdnotify.h"
 #include "xmalloc.h"
+
+/* Records replayed between two reports of progress (a power of two). */
+#define DL_PROGRESS_EVERY	1024
 
 /* The record being replayed, for disklog_replay_payload. */
 static const struct logfmt_record	*dl_replaying;
@@ -72,6 +76,9 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 		return 0;
 	}
 	rp->count++;
+	/* A service's start checkpoint moves on (rate-limited there). */
+	if ((rp->count & (DL_PROGRESS_EVERY - 1)) == 0)
+		sdnotify_progress();
 	if ((m = dl_module_for(rec->type, rec->type_len)) == NULL ||
 	    m->replay == NULL) {
 		json_decref(payload);

@@ -215,6 +215,11 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 	if (!tr.ready)
 		return tr_fail(kind, reason, GBR_ERR_UNAVAILABLE,
 		    "the runner is not set up");
+	/* Where no command may run at all, that is the answer, before any
+	 * folder or cache is made for one. */
+	if ((why = runner_refusal()) != NULL)
+		return tr_fail(kind, reason, GBR_ERR_UNAVAILABLE, "%s: %s", tool,
+		    why);
 	if (tool_check_args(tr.schemas[which], args, &why_s) != 0) {
 		*kind = GBR_ERR_INVALID_PARAMS;
 		*reason = xasprintf("%s: %s", tool, why_s);

@@ -345,6 +345,8 @@ def test_gbrctl_json_and_text(daemon):
     st = daemon.ctl_json("status")
     assert st["pid"] == daemon.proc.pid
     assert st["security"]["peer_uid_check"] == "SO_PEERCRED"
+    assert st["security"]["listener"]["kind"] == "unix socket"
+    assert st["security"]["listener"]["folder_private"] is True
     r = daemon.ctl("status")
     assert "gbrd " in r.stdout and "security.peer_uid_check" in r.stdout
     res = daemon.ctl_json("call", "hello", '{"protocol":1,"client":"again"}')

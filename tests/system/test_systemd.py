@@ -444,6 +444,18 @@ def test_foreground_by_default_under_a_service_manager(make_daemon, var):
         ns.close()
 
 
+def test_service_flag_exists_only_on_windows(tmp_path):
+    # gbrd --service is the Windows Service Control Manager's entry
+    # (tests/windows/test-service.sh); here it is a usage error that says
+    # so, before anything is created.
+    state = tmp_path / "state"
+    r = subprocess.run([GBRD, "--service", "-S", str(state)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+    assert "only on Windows" in r.stderr
+    assert not state.exists()
+
+
 def test_clients_start_gbrd_in_the_background_even_under_a_manager(make_daemon):
     # gbrctl start inside a service: the manager's variables are not passed
     # on, so gbrd goes to the background and gbrctl returns.

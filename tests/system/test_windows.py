@@ -8,7 +8,9 @@ Windows build (GBR_WIN_BUILD_DIR) or Wine (see wine.py)."""
 import json
 import os
 import shutil
+import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -17,6 +19,11 @@ import wine
 
 pytestmark = pytest.mark.skipif(wine.why_not() is not None,
                                 reason=wine.why_not() or "")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wine_ready():
+    wine.boot()
 
 
 @pytest.fixture
@@ -63,6 +70,13 @@ def session_events(events):
 
 def tool(c, sid, name, args):
     return c.call("tool.call", {"session": sid, "tool": name, "args": args})
+
+
+def tool_ok(c, sid, name, args):
+    """The tool's own result, once it succeeded."""
+    r = tool(c, sid, name, args)
+    assert "result" in r, r
+    return r["result"]["result"]
 
 
 def test_hello_and_status_over_the_pipe(win_daemon):
@@ -123,28 +137,43 @@ def test_file_tools_through_tool_call_and_their_sandbox(win_daemon, ws, root):
     d = win_daemon()
     c = d.conn()
     sid = c.call("session.create", {"workspace": wine.winpath(ws)})["result"]["id"]
-    r = tool(c, sid, "write_file", {"path": "src/a.txt", "content": "one\ntwo\n"})
-    assert "result" in r, r
-    with open(os.path.join(ws, "src", "a.txt")) as f:
-        assert f.read() == "one\ntwo\n"
-    r = tool(c, sid, "read_file", {"path": "src/a.txt"})["result"]
-    assert "two" in json.dumps(r)
-    r = tool(c, sid, "edit_file", {"path": "src/a.txt", "old_string": "two", "new_string": "deux"})
-    assert "result" in r, r
-    with open(os.path.join(ws, "src", "a.txt")) as f:
-        assert f.read() == "one\ndeux\n"
-    names = json.dumps(tool(c, sid, "list_directory", {"path": "src"})["result"])
-    assert "a.txt" in names
-    hits = tool(c, sid, "search", {"pattern": "de+ux"})["result"]
-    assert [m["line"] for m in hits["matches"]] == [2]
+    r = tool_ok(c, sid, "write_file", {"path": "src/a.txt", "content": "one\ntwo\n"})
+    assert r["created"] is True and r["bytes"] == 8
+    with open(os.path.join(ws, "src", "a.txt"), "rb") as f:
+        assert f.read() == b"one\ntwo\n"
+    r = tool_ok(c, sid, "read_file", {"path": "src/a.txt"})
+    assert r["content"] == "one\ntwo\n" and r["total_lines"] == 2
+    tool_ok(c, sid, "edit_file", {"path": "src/a.txt", "old_string": "two", "new_string": "deux"})
+    with open(os.path.join(ws, "src", "a.txt"), "rb") as f:
+        assert f.read() == b"one\ndeux\n"
+    r = tool_ok(c, sid, "list_directory", {"path": "src"})
+    assert [e["path"] for e in r["entries"]] == ["a.txt"]
+    hits = tool_ok(c, sid, "search", {"pattern": "de+ux"})
+    assert [(m["path"], m["line"]) for m in hits["matches"]] == [("src/a.txt", 2)]
+    # Names differ only in case are one file on Windows: the same file.
+    assert tool_ok(c, sid, "read_file", {"path": "SRC/A.TXT"})["content"] == "one\ndeux\n"
     # Out of the workspace: refused, and nothing is written there.
     outside = os.path.join(root, "outside.txt")
     for p in ("../outside.txt", wine.winpath(outside), "src/../../outside.txt"):
         r = tool(c, sid, "write_file", {"path": p, "content": "x"})
         assert r["error"]["data"]["kind"] == "path_traversal", (p, r)
     assert not os.path.exists(outside)
-    # .gbr_envs is always protected: the write becomes an approval.
-    r = tool(c, sid, "write_file", {"path": ".gbr_envs/default.ini", "content": "[env]\n"})
+    # .gbr_envs is always protected: the write waits for a human, who says no.
+    rid = c.request("tool.call", {"session": sid, "tool": "write_file",
+                                  "args": {"path": ".gbr_envs/default.ini", "content": "[env]\n"}})
+    h = d.conn()
+    deadline = time.time() + 20
+    while not (pending := h.call("approval.list", {"session": sid})["result"]["approvals"]):
+        assert time.time() < deadline, "no approval was asked for"
+        time.sleep(0.1)
+    assert [a["path"] for a in pending] == [".gbr_envs/default.ini"]
+    assert "result" in h.call("approval.resolve", {"id": pending[0]["id"], "decision": "deny",
+                                                   "reason": "no"})
+    while True:
+        m = c.recv()
+        if m.get("id") == rid:
+            break
+    assert m["error"]["data"]["kind"] == "denied", m
     assert not os.path.exists(os.path.join(ws, ".gbr_envs", "default.ini"))
     # Commands are refused, naming why.
     r = tool(c, sid, "run_command", {"argv": ["cmd", "/c", "echo hi"]})
@@ -199,7 +228,6 @@ def test_one_daemon_per_pipe(win_daemon):
     d = win_daemon()
     r = d.ctl("ping")
     assert r.returncode == 0
-    import subprocess
     p = subprocess.run([wine.WINE, wine.GBRD_EXE, "-f"], env=d.env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
@@ -214,3 +242,193 @@ def test_gbrctl_exit_codes(win_daemon):
     assert d.ctl("frobnicate").returncode == 2
     d.shutdown()
     assert d.ctl("ping").returncode == 3
+
+
+CLEAN_OFFSET = 48        # the segment header's clean marker (test_disklog.py)
+
+
+def append(c, data, durable=True):
+    return c.call("log.append", {"type": "user.test", "data": data, "durable": durable})
+
+
+def read_all(c, after=0):
+    out = []
+    while True:
+        r = c.call("log.read", {"after_seq": after, "limit": 1000})["result"]
+        out += r["records"]
+        if r["records"]:
+            after = r["records"][-1]["seq"]
+        if not r["more"]:
+            return out
+
+
+def segments(d):
+    logdir = os.path.join(d.state, "log")
+    return sorted(f for f in os.listdir(logdir) if f.endswith(".seg"))
+
+
+def test_torn_tail_is_cut_at_the_next_start(win_daemon):
+    d = win_daemon()
+    c = d.conn()
+    for i in range(50):
+        assert "result" in append(c, {"i": i})
+    c.close()
+    assert d.shutdown() == 0
+    seg = os.path.join(d.state, "log", segments(d)[-1])
+    # What a process ended in the middle of a write leaves: the clean
+    # marker unset and the last record cut short.
+    with open(seg, "r+b") as f:
+        f.seek(CLEAN_OFFSET)
+        f.write(b"\0" * 8)
+        f.seek(0, os.SEEK_END)
+        f.truncate(f.tell() - 7)
+    v = d.ctl("log", "verify", "--state-dir", wine.winpath(d.state))
+    assert v.returncode == 1 and "TORN" in v.stdout, (v.stdout, v.stderr)
+    d.start()
+    c = d.conn()
+    st = c.call("daemon.status")["result"]["disklog"]
+    assert st["torn_tail"] is not None and st["previous_shutdown"] == "crash"
+    assert "torn tail" in d.log()
+    assert [x["data"]["i"] for x in read_all(c)] == list(range(49))
+    assert append(c, "next")["result"]["seq"] == 50
+    c.close()
+    d.shutdown()
+    assert d.ctl("log", "verify", "--state-dir", wine.winpath(d.state)).returncode == 0
+
+
+@pytest.mark.parametrize("how", ["sigkill", "taskkill"])
+def test_killed_while_appending_loses_nothing_acknowledged(win_daemon, how):
+    """Writers append durable records as fast as they can; gbrd.exe is
+    ended mid-stream. Every record it acknowledged is there after a
+    restart, byte for byte, and the log is whole."""
+    d = win_daemon()
+    winpid = d.conn().hello["pid"]
+    acked = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(k):
+        c = d.conn()
+        i = 0
+        try:
+            while not stop.is_set():
+                data = {"w": k, "i": i, "pad": "x" * (i % 300)}
+                r = append(c, data)
+                if "result" in r:
+                    with lock:
+                        acked[r["result"]["seq"]] = data
+                i += 1
+        except (EOFError, TimeoutError, BrokenPipeError, OSError):
+            pass
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 20
+    while len(acked) < 300 and time.time() < deadline:
+        time.sleep(0.05)
+    if how == "sigkill":
+        d.kill9()
+    else:
+        r = d.taskkill(winpid)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert len(acked) >= 300
+    d.start()
+    c = d.conn()
+    got = {x["seq"]: x["data"] for x in read_all(c)}
+    missing = [seq for seq in acked if got.get(seq) != acked[seq]]
+    assert missing == [], "acknowledged records lost: %r" % missing[:10]
+    assert c.call("daemon.status")["result"]["disklog"]["previous_shutdown"] == "crash"
+    c.close()
+    d.shutdown()
+    assert d.ctl("log", "verify", "--state-dir", wine.winpath(d.state)).returncode == 0
+
+
+def test_gbrctl_starts_gbrd_once_and_gbrd_reports_its_start(win_daemon, root):
+    d = win_daemon(start=False)
+    d.env["LOCALAPPDATA"] = wine.winpath(os.path.join(root, "localappdata"))
+    # Nobody listens: gbrctl start runs gbrd.exe, which goes to the
+    # background and returns once its pipe answers.
+    r = d.ctl("start")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    pid = d.ctl_json("status")["pid"]
+    # A second start finds it and starts nothing.
+    assert d.ctl("start").returncode == 0
+    assert d.ctl_json("status")["pid"] == pid
+    assert d.ctl("shutdown").returncode == 0
+    deadline = time.time() + 30
+    while d.ctl("ping").returncode != 3:
+        assert time.time() < deadline, "gbrd.exe did not stop"
+        time.sleep(0.2)
+    # A daemon that cannot start says why, through the detached start.
+    bad = os.path.join(root, "bad.conf")
+    with open(bad, "w") as f:
+        f.write("[daemon]\nmax_clients = -1\n")
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.run([wine.WINE, wine.GBRD_EXE, "-c", wine.winpath(bad)],
+                           env=d.env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=err, timeout=60)
+        err.seek(0)
+        text = err.read().decode()
+    assert p.returncode == 1 and "max_clients" in text, (p.returncode, text)
+    assert d.ctl("ping").returncode == 3
+
+
+def test_profiles_reload_live(win_daemon, ws):
+    """The profile watcher polls on Windows (ADR-0012's 2 s): an edited
+    profile is in force within seconds, a broken one is refused and the
+    one in force stays."""
+    d = win_daemon()
+    c = d.conn()
+    os.makedirs(os.path.join(ws, ".gbr_envs"))
+    prof = os.path.join(ws, ".gbr_envs", "default.ini")
+    with open(prof, "w") as f:
+        f.write("[env]\nprotected_files = a.txt\n")
+    sid = c.call("session.create", {"workspace": wine.winpath(ws)})["result"]["id"]
+    c.call("session.attach", {"session": sid})
+    show = c.call("env.show", {"session": sid})["result"]
+    assert "a.txt" in json.dumps(show)
+    time.sleep(1.1)
+    with open(prof, "w") as f:
+        f.write("[env]\nprotected_files = b.txt\n")
+    c.wait_event(lambda m: m.get("method") == "event" and
+                 m["params"]["type"] == "env.reloaded", timeout=20)
+    show = c.call("env.show", {"session": sid})["result"]
+    assert "b.txt" in json.dumps(show) and "a.txt" not in json.dumps(show)
+    time.sleep(1.1)
+    with open(prof, "w") as f:
+        f.write("[env]\nautonomy = reckless\n")
+    c.wait_event(lambda m: m.get("method") == "event" and
+                 m["params"]["type"] == "env.invalid", timeout=20)
+    show = c.call("env.show", {"session": sid})["result"]
+    assert "b.txt" in json.dumps(show)
+
+
+def test_a_client_that_does_not_read_is_evicted(win_daemon, ws):
+    """The bounded queue holds on Windows too: the bridge passes the
+    backpressure through, and a client that stops reading is evicted, the
+    daemon unaffected."""
+    d = win_daemon(config="[daemon]\nclient_queue_bytes = 64K\n")
+    c = d.conn()
+    sid = c.call("session.create", {"workspace": wine.winpath(ws)})["result"]["id"]
+    slow = d.conn()
+    slow.call("session.attach", {"session": sid})
+    slow.pause()
+    big = "y" * 3000
+    for i in range(600):
+        assert "result" in c.call("session.send", {"session": sid, "text": big + str(i)})
+        if c.call("session.list")["result"]["sessions"][0]["attached"] == 0:
+            break
+    assert c.call("session.list")["result"]["sessions"][0]["attached"] == 0
+    slow.resume()
+    assert slow.closed(timeout=20)
+    # Its last message says why; what it did get has no gap.
+    assert slow.events[-1]["params"]["type"] == "evicted", slow.events[-3:]
+    got = [e["params"]["seq"] for e in slow.events
+           if e.get("method") == "event" and "seq" in e["params"]]
+    assert got == list(range(got[0], got[0] + len(got)))
+    assert "result" in c.call("daemon.ping")
+    assert c.call("daemon.status")["result"]["clients"]["evicted"] >= 1

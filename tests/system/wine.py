@@ -13,6 +13,7 @@ import queue
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -34,6 +35,32 @@ def why_not():
     if not os.access(WINE, os.X_OK):
         return "wine64 is not installed (apt-get install wine64)"
     return None
+
+
+WINESERVER = os.environ.get("GBR_WINESERVER") or shutil.which("wineserver") or \
+    "/usr/lib/wine/wineserver"
+_booted = False
+
+
+def boot():
+    """Makes the Wine prefix ready once, and keeps its server running.
+
+    A Wine program that starts a wineserver may first boot or update the
+    prefix (wineboot), which can take tens of seconds on a loaded machine:
+    done once here, with a persistent server, every later start takes
+    milliseconds and the tests' own timeouts measure gbr, not Wine."""
+    global _booted
+    if _booted:
+        return
+    env = wine_env()
+    # Its output goes nowhere: a server that stays would hold a pipe open.
+    subprocess.run([WINESERVER, "-p"], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=60)
+    subprocess.run([WINE, "cmd.exe", "/c", "exit", "0"], env=env,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=600)
+    _booted = True
 
 
 def winpath(p):
@@ -60,6 +87,8 @@ class WinConn:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self.timeout = timeout
+        self.reading = threading.Event()
+        self.reading.set()
         self.lines = queue.Queue()
         self.partial = b""
         self.eof = False
@@ -74,6 +103,9 @@ class WinConn:
     def _reader(self):
         buf = b""
         while True:
+            # A paused client reads nothing: pipecat's output, the pipe
+            # and gbrd's queue for it fill up, as for a stuck client.
+            self.reading.wait()
             chunk = self.proc.stdout.read1(65536)
             if not chunk:
                 if buf:
@@ -84,6 +116,12 @@ class WinConn:
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 self.lines.put(line)
+
+    def pause(self):
+        self.reading.clear()
+
+    def resume(self):
+        self.reading.set()
 
     def send_raw(self, data):
         self.proc.stdin.write(data)
@@ -136,11 +174,14 @@ class WinConn:
         raise TimeoutError("no such event")
 
     def closed(self, timeout=10.0):
-        """True once gbrd.exe has closed the pipe (reads the rest)."""
+        """True once gbrd.exe has closed the pipe; what came before the
+        end is kept in self.events."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
-                self.recv_line(max(0.1, deadline - time.time()))
+                line = self.recv_line(max(0.1, deadline - time.time()))
+                if line:
+                    self.events.append(json.loads(line))
             except EOFError:
                 return True
             except TimeoutError:
@@ -176,7 +217,11 @@ class WinDaemon:
         if self.config:
             self.env["GBR_CONFIG"] = winpath(self.config)
         else:
-            self.env["GBR_CONFIG"] = winpath(os.path.join(root, "no-such.conf"))
+            # No config file: the built-in defaults, whatever the Wine
+            # prefix's own AppData or ProgramData hold.
+            self.env["APPDATA"] = winpath(os.path.join(root, "appdata"))
+            self.env["PROGRAMDATA"] = winpath(os.path.join(root, "programdata"))
+
         self.proc = None
         self.logs = []
 
@@ -217,9 +262,20 @@ class WinDaemon:
         return WinConn(self.pipe, self.env, hello=hello)
 
     def ctl(self, *args, input=None, timeout=60):
-        return subprocess.run([WINE, GBRCTL_EXE] + list(args), env=self.env,
-                              input=input, capture_output=True, text=True,
-                              timeout=timeout)
+        """Runs gbrctl.exe. Its output goes through files, not pipes: a
+        gbrd.exe it starts inherits Wine's Unix descriptors 0-2 whatever
+        the Windows handles say (real Windows gives it none), and would
+        hold a pipe open long after gbrctl.exe exited."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.run([WINE, GBRCTL_EXE] + list(args), env=self.env,
+                               input=input.encode() if input is not None else None,
+                               stdin=None if input is not None else subprocess.DEVNULL,
+                               stdout=out, stderr=err, timeout=timeout)
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(
+                p.args, p.returncode, out.read().decode("utf-8", "replace"),
+                err.read().decode("utf-8", "replace"))
 
     def ctl_json(self, *args):
         r = self.ctl("--json", *args)
@@ -231,6 +287,13 @@ class WinDaemon:
             return self.proc.returncode if self.proc else None
         self.ctl("shutdown")
         return self.proc.wait(timeout)
+
+    def taskkill(self, winpid):
+        """Ends gbrd.exe with Windows' own taskkill /F (TerminateProcess)."""
+        r = subprocess.run([WINE, "taskkill.exe", "/F", "/PID", str(winpid)],
+                           env=self.env, capture_output=True, text=True, timeout=60)
+        self.proc.wait(30)
+        return r
 
     def kill9(self):
         """Ends gbrd.exe at once, as TerminateProcess would."""

@@ -1,16 +1,9 @@
 /*
- * struct iovec for a C library without <sys/uio.h> (mingw-w64): gbr's
- * scatter-gather writes name their pieces with it; on Windows
- * transport_writev hands them to WSASend.
+ * <sys/uio.h> for a C library without it (mingw-w64): struct iovec is
+ * declared by compat-win.h, which every Windows compile includes first;
+ * on Windows transport_writev hands iovecs to WSASend.
  */
 #ifndef GBR_COMPAT_SYS_UIO_H
 #define GBR_COMPAT_SYS_UIO_H
-
-#include <stddef.h>
-
-struct iovec {
-	void	*iov_base;
-	size_t	 iov_len;
-};
 
 #endif
