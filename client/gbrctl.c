@@ -130,8 +130,8 @@ usage(FILE *f)
 	fprintf(f,
 "\n"
 "Options:\n"
-"  -s, --socket PATH  daemon socket (default: $GBR_SOCKET, else\n"
-"                     $XDG_RUNTIME_DIR/gbr/gbrd.sock, else /tmp/gbr-$UID/gbrd.sock)\n"
+"  -s, --socket PATH  daemon socket or pipe; by default:\n"
+"                     %s\n"
 "  -j, --json         machine-readable output: one JSON value per line\n"
 "  -t, --timeout MS   how long to wait for a reply (default 30000; 0 = forever)\n"
 "  -h, --help         this help; `gbrctl COMMAND --help` or `gbrctl help COMMAND`\n"
@@ -144,7 +144,7 @@ usage(FILE *f)
 "Examples:\n"
 "  gbrctl status\n"
 "  gbrctl --json call daemon.status\n"
-"  gbrctl call hello '{\"protocol\":1}'\n");
+"  gbrctl call hello '{\"protocol\":1}'\n", paths_help_socket);
 }
 
 /* Takes one of gbrctl's own options (-s, -j, -t); -1 after saying why not. */

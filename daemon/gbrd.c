@@ -75,16 +75,14 @@ usage(int status)
 "            [--repair] [--service]\n"
 "\n"
 "The gbr daemon: holds agent sessions, the sandbox and the disk log, and\n"
-"serves the gbr protocol on a Unix socket. gbr and gbrctl start it when needed.\n"
+"serves the gbr protocol on a local socket (a named pipe on Windows). gbr\n"
+"and gbrctl start it when needed.\n"
 "\n"
 "  -f, --foreground       stay in the foreground, log to stderr (the default\n"
 "                         when started by systemd)\n"
-"  -s, --socket PATH      socket (default: $GBR_SOCKET, $XDG_RUNTIME_DIR/gbr/gbrd.sock,\n"
-"                         or /tmp/gbr-$UID/gbrd.sock)\n"
-"  -S, --state-dir DIR    disk log folder (default: $GBR_STATE_DIR, $XDG_STATE_HOME/gbr,\n"
-"                         or ~/.local/state/gbr)\n"
-"  -c, --config FILE      daemon config (default: $GBR_CONFIG,\n"
-"                         $XDG_CONFIG_HOME/gbr/gbrd.conf, or %s/gbr/gbrd.conf)\n"
+"  -s, --socket PATH      socket or pipe (default below)\n"
+"  -S, --state-dir DIR    disk log folder (default below)\n"
+"  -c, --config FILE      daemon config (default below)\n"
 "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 "      --repair           if the disk log is damaged, keep every record up to\n"
 "                         the last good one, move the damaged files into\n"
@@ -96,7 +94,13 @@ usage(int status)
 "  -V, --version          print the version\n"
 "\n"
 "Signals: SIGTERM and SIGINT stop the daemon cleanly; SIGHUP re-reads the config.\n"
-"In the background, logs go to STATE_DIR/gbrd.log.\n", SYSCONFDIR);
+"(Windows: `gbrctl reload` re-reads it.) In the background, logs go to\n"
+"STATE_DIR/gbrd.log.\n"
+"\n"
+"Defaults:\n"
+"  socket: %s\n"
+"  state:  %s\n"
+"  config: %s\n", paths_help_socket, paths_help_state, paths_help_config);
 	exit(status);
 }
 
@@ -389,8 +393,7 @@ gbrd_run(void)
 	 */
 	{
 		const char	*own[4];
-		const char	*x = getenv("XDG_CONFIG_HOME"), *h = getenv("HOME");
-		char		*ucfg = NULL;
+		char		*ucfg = paths_user_config_dir();
 		size_t		 n = 0;
 
 		own[n++] = gbrd_state;
@@ -398,10 +401,6 @@ gbrd_run(void)
 			own[n++] = config_get()->path;
 		if (config_get()->llm_key_file != NULL)
 			own[n++] = config_get()->llm_key_file;
-		if (x != NULL && paths_is_absolute(x))
-			ucfg = xasprintf("%s/gbr", x);
-		else if (h != NULL && paths_is_absolute(h))
-			ucfg = xasprintf("%s/.config/gbr", h);
 		if (ucfg != NULL)
 			own[n++] = ucfg;
 		sandbox_set_forbidden(own, n);

@@ -47,6 +47,26 @@ paths_home(void)
 	return "/";
 }
 
+const char paths_help_socket[] = "$GBR_SOCKET, else "
+    "$XDG_RUNTIME_DIR/gbr/gbrd.sock, else /tmp/gbr-$UID/gbrd.sock";
+const char paths_help_state[] = "$GBR_STATE_DIR, else $XDG_STATE_HOME/gbr, "
+    "else ~/.local/state/gbr";
+const char paths_help_config[] = "$GBR_CONFIG, else "
+    "$XDG_CONFIG_HOME/gbr/gbrd.conf, else " SYSCONFDIR "/gbr/gbrd.conf";
+
+/* The user's gbr config folder, from XDG_CONFIG_HOME or the home. */
+char *
+paths_user_config_dir(void)
+{
+	const char	*x = paths_env("XDG_CONFIG_HOME"), *h = paths_env("HOME");
+
+	if (x != NULL && paths_is_absolute(x))
+		return xasprintf("%s/gbr", x);
+	if (h != NULL && paths_is_absolute(h))
+		return xasprintf("%s/.config/gbr", h);
+	return NULL;
+}
+
 /* Resolves the socket path. */
 char *
 paths_socket(const char *flag)

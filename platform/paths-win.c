@@ -118,6 +118,25 @@ paths_pipe(const char *v)
 	return xasprintf(PATHS_PIPE_PREFIX "%s", v);
 }
 
+const char paths_help_socket[] = "%GBR_SOCKET%, else \\\\.\\pipe\\gbr-USER; a "
+    "bare NAME is \\\\.\\pipe\\NAME";
+const char paths_help_state[] = "%GBR_STATE_DIR%, else "
+    "%LOCALAPPDATA%\\gbr\\state";
+const char paths_help_config[] = "%GBR_CONFIG%, else "
+    "%APPDATA%\\gbr\\gbrd.conf, else %PROGRAMDATA%\\gbr\\gbrd.conf";
+
+/* The user's gbr config folder: %APPDATA%/gbr. */
+char *
+paths_user_config_dir(void)
+{
+	char	*base, *s;
+
+	base = paths_user_folder("APPDATA", &FOLDERID_RoamingAppData);
+	s = xasprintf("%s/gbr", base);
+	free(base);
+	return s;
+}
+
 /* Resolves the pipe: flag, $GBR_SOCKET, else \\.\pipe\gbr-USER. */
 char *
 paths_socket(const char *flag)

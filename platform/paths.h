@@ -26,6 +26,20 @@ char	*paths_state_dir(const char *flag);
  * exists; NULL when there is none (built-in defaults).
  */
 char	*paths_config(const char *flag);
+/*
+ * What --help says of the defaults on this system (static text): where
+ * the socket or pipe, the state folder and the config are looked for.
+ */
+extern const char	paths_help_socket[];
+extern const char	paths_help_state[];
+extern const char	paths_help_config[];
+/*
+ * The user's own gbr config folder ($XDG_CONFIG_HOME/gbr or ~/.config/gbr;
+ * %APPDATA%/gbr on Windows), which holds gbrd.conf and the keys: a new
+ * string, or NULL when there is no home to tell it from.
+ */
+char	*paths_user_config_dir(void);
+
 /* The folder part of a path. */
 char	*paths_dirname(const char *);
 /*

@@ -432,3 +432,47 @@ def test_a_client_that_does_not_read_is_evicted(win_daemon, ws):
     assert got == list(range(got[0], got[0] + len(got)))
     assert "result" in c.call("daemon.ping")
     assert c.call("daemon.status")["result"]["clients"]["evicted"] >= 1
+
+
+def test_gbrctl_mcp_serves_the_tools_over_stdio(win_daemon, ws):
+    """gbrctl.exe mcp: an MCP client's stdin and stdout, pumped to sockets
+    its poll loop waits on, through the same sandbox."""
+    d = win_daemon()
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "pytest", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "write_file", "arguments": {"path": "m.txt", "content": "via mcp"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "write_file", "arguments": {"path": "../out.txt", "content": "x"}}},
+    ]
+    # An MCP client keeps its end open while it waits (the bridge ends
+    # when stdin does): the requests, then the answers, then the end.
+    p = subprocess.Popen([wine.WINE, wine.GBRCTL_EXE, "mcp", "--workspace",
+                          wine.winpath(ws)], env=d.env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    got = {}
+    for m in msgs:
+        p.stdin.write((json.dumps(m) + "\n").encode())
+        p.stdin.flush()
+        if "id" in m:
+            while m["id"] not in got:
+                line = p.stdout.readline()
+                assert line, "gbrctl mcp ended early"
+                r = json.loads(line)
+                if "id" in r:
+                    got[r["id"]] = r
+    p.stdin.close()
+    assert p.wait(30) == 0
+    assert got[1]["result"]["serverInfo"]["name"] == "gbr"
+    names = [t["name"] for t in got[2]["result"]["tools"]]
+    assert "write_file" in names and "read_file" in names
+    assert got[3]["result"]["isError"] is False
+    with open(os.path.join(ws, "m.txt")) as f:
+        assert f.read() == "via mcp"
+    assert got[4]["result"]["isError"] is True
+    assert got[4]["result"]["content"][0]["text"].startswith("path_traversal")
+    assert not os.path.exists(os.path.join(os.path.dirname(ws), "out.txt"))
