@@ -24,6 +24,8 @@ static const char *const secrets_list[] = {
 	".python_history", ".node_repl_history", ".psql_history",
 	".mysql_history", ".sqlite_history", ".lesshst", ".viminfo",
 	".local/share/fish/fish_history", ".config/gbr", ".local/state/gbr",
+	/* gbr's own config (and keys) and state where Windows keeps them. */
+	"AppData/Roaming/gbr", "AppData/Local/gbr",
 };
 
 /* The list (see secrets.h). */

@@ -319,7 +319,7 @@ check_secret_roots(void)
 {
 	/* Under the home ("" is the home itself), and the root above it. */
 	static const char *const bad[] = { "/.ssh", "/.ssh/keys", "",
-	    "/.config", "/.config/gbr", NULL };
+	    "/.config", "/.config/gbr", "/AppData/Roaming/gbr", NULL };
 	struct env	*e;
 	char		 home[300], line[700], root[400], *cause;
 	size_t		 i;
@@ -329,6 +329,7 @@ check_secret_roots(void)
 	snprintf(home, sizeof home, "%s/home", ws);
 	put("home/.ssh/keys/id", "secret\n");
 	put("home/.config/gbr/gbrd.env", "KEY=x\n");
+	put("home/AppData/Roaming/gbr/gbrd.conf", "[llm]\n");
 	put("home/src/lib/a.c", "int a;\n");
 	setenv("HOME", home, 1);
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
