@@ -9,7 +9,8 @@
  * A private folder is created with a protected DACL that grants the user
  * alone (inheritable by what is made in it), and an existing one is
  * refused unless it is a real folder (not a junction or a link), owned by
- * the user, and its DACL lets no other account write in it. A file is
+ * the user, and its DACL lets no other account read or write in it (as a
+ * mode with no group or other bit on Unix). A file is
  * private (a key) when its DACL lets no other account read or change it:
  * modes mean nothing here. A pipe has no
  * folder: who serves it is checked on every connection instead (the
@@ -364,9 +365,12 @@ paths_dacl_lets_others(PACL dacl, DWORD mask)
 	return others;
 }
 
-/* 1 if the folder's DACL lets another account write in it. */
+/*
+ * 1 if the folder's DACL lets another account list or read it, or write
+ * in it: what a Unix mode with a group or other bit lets them.
+ */
 static int
-paths_others_may_write(const char *dir)
+paths_others_may_enter(const char *dir)
 {
 	PSECURITY_DESCRIPTOR	 sd = NULL;
 	PACL			 dacl = NULL;
@@ -379,9 +383,10 @@ paths_others_may_write(const char *dir)
 	MultiByteToWideChar(CP_UTF8, 0, dir, -1, w, n);
 	if (GetNamedSecurityInfoW(w, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION,
 	    NULL, NULL, &dacl, NULL, &sd) == ERROR_SUCCESS)
-		others = paths_dacl_lets_others(dacl, FILE_WRITE_DATA |
-		    FILE_APPEND_DATA | FILE_ADD_FILE | FILE_ADD_SUBDIRECTORY |
-		    FILE_DELETE_CHILD | WRITE_DAC | WRITE_OWNER | GENERIC_WRITE |
+		others = paths_dacl_lets_others(dacl, FILE_LIST_DIRECTORY |
+		    FILE_READ_DATA | FILE_WRITE_DATA | FILE_APPEND_DATA |
+		    FILE_ADD_FILE | FILE_ADD_SUBDIRECTORY | FILE_DELETE_CHILD |
+		    WRITE_DAC | WRITE_OWNER | GENERIC_READ | GENERIC_WRITE |
 		    GENERIC_ALL);
 	LocalFree(sd);
 	free(w);
@@ -439,9 +444,9 @@ paths_private_dir(const char *dir, int parents, char **cause)
 		    dir);
 		return -1;
 	}
-	if (paths_others_may_write(dir)) {
-		*cause = xasprintf("%s lets other accounts write in it; it must "
-		    "be private (remove the other accounts from its "
+	if (paths_others_may_enter(dir)) {
+		*cause = xasprintf("%s lets other accounts read or write in it; "
+		    "it must be private (remove the other accounts from its "
 		    "permissions, or delete it and let gbr make it)", dir);
 		return -1;
 	}

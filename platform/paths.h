@@ -65,7 +65,9 @@ char	*paths_home_dir(void);
  * Makes sure dir is a private folder: creates it (mode 0700) if missing,
  * creating missing parents too when parents is set; then checks with lstat
  * that it is a real directory (not a symlink), owned by us, with no group or
- * other permission bits. On failure returns -1 and sets *cause.
+ * other permission bits (on Windows: made with a DACL for us alone, and
+ * refused when its DACL lets another account read or write in it). On
+ * failure returns -1 and sets *cause.
  */
 int	 paths_private_dir(const char *dir, int parents, char **cause);
 

@@ -612,7 +612,7 @@ test_resolve(void)
 	snprintf(path, sizeof path, "%s/key", dir);
 	free(cfg->llm_key_file);
 	cfg->llm_key_file = xstrdup(path);
-	put(path, "gm-FILEKEY\n", 1);
+	put(path, "gm-FILEKEY\n", UNIT_READ);
 	r = llm_keys_load(cfg, &cause);
 	CHECK(r == -1 && strstr(cause, "provider") != NULL,
 	    "key_file needs [llm] provider");
@@ -633,7 +633,7 @@ test_resolve(void)
 		free(why);
 	}
 	free(cause);
-	unit_set_shared(path, 0);
+	unit_set_shared(path, UNIT_PRIVATE);
 	r = llm_keys_load(cfg, &cause);
 	CHECK(r == 0, "a key file of ours alone is read (%s)", r == 0 ? "ok" :
 	    cause);
@@ -653,7 +653,7 @@ test_resolve(void)
 		unlink(link);
 	} else
 		unit_skip(1, UNIT_NO_SYMLINKS);
-	put(path, "a b\n", 0);
+	put(path, "a b\n", UNIT_PRIVATE);
 	free(cfg->llm_key_file);
 	cfg->llm_key_file = xstrdup(path);
 	r = llm_keys_load(cfg, &cause);

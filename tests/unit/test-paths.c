@@ -161,17 +161,24 @@ check_private(const char *top)
 	CHECK(r == 0, "and takes it again as it is (%s)", r == 0 ? "ok" :
 	    cause);
 	free(cause);
-	CHECK(unit_set_shared(dir, 1) == 0, "let others in");
+	CHECK(unit_set_shared(dir, UNIT_WRITE) == 0, "let others in");
 	r = paths_private_dir(dir, 0, &cause);
 	CHECK(r == -1 && cause != NULL && strstr(cause, dir) != NULL &&
 	    strstr(cause, "private") != NULL, "a folder others may write in "
 	    "is refused: %s", cause);
 	free(cause);
-	unit_set_shared(dir, 0);
+	unit_set_shared(dir, UNIT_READ);
+	r = paths_private_dir(dir, 0, &cause);
+	CHECK(r == -1 && cause != NULL && strstr(cause, dir) != NULL &&
+	    strstr(cause, "private") != NULL, "so is one they may only read: "
+	    "%s", cause);
+	free(cause);
+	unit_set_shared(dir, UNIT_PRIVATE);
 
 	file = xasprintf("%s/key", dir);
 	fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	CHECK(fd != -1 && unit_set_shared(file, 0) == 0, "a file of ours alone");
+	CHECK(fd != -1 && unit_set_shared(file, UNIT_PRIVATE) == 0,
+	    "a file of ours alone");
 	if (fd != -1)
 		close(fd);
 	fd = open(file, O_RDONLY);
@@ -180,7 +187,7 @@ check_private(const char *top)
 	    r == 0 ? "ok" : cause);
 	free(cause);
 	close(fd);
-	unit_set_shared(file, 1);
+	unit_set_shared(file, UNIT_READ);
 	fd = open(file, O_RDONLY);
 	r = paths_fd_private(fd, file, &cause);
 	CHECK(r == -1 && cause != NULL && (strstr(cause, "chmod 600") !=

@@ -120,14 +120,19 @@ NTSTATUS NTAPI	NtSetSecurityObject(HANDLE, SECURITY_INFORMATION,
 		    PSECURITY_DESCRIPTOR);
 #endif
 
+/* What unit_set_shared lets others do. */
+#define UNIT_PRIVATE	0	/* nothing: the owner's alone */
+#define UNIT_READ	1	/* others may read */
+#define UNIT_WRITE	2	/* others may read and change */
+
 /*
- * Lets others read and change path (shared 1) or makes it its owner's
- * alone (0), the way this system says so: the mode on Unix (0666 or 0600
- * for a file, 0777 or 0700 for a folder); the DACL on Windows, where
- * modes mean nothing (the owner, and Everyone reading and writing, or the
- * owner alone, nothing inherited). The DACL is set on a handle with
- * NtSetSecurityObject: Wine 8's SetSecurityInfo puts the parent's
- * entries back into a protected DACL. Returns 0 or -1.
+ * Lets others do what shared says with path, the way this system says
+ * so: the mode on Unix (0600, 0644, 0666 for a file; 0700, 0755, 0777 for
+ * a folder); the DACL on Windows, where modes mean nothing (the owner
+ * alone, nothing inherited, and Everyone reading, or reading and
+ * writing). The DACL is set on a handle with NtSetSecurityObject: Wine
+ * 8's SetSecurityInfo puts the parent's entries back into a protected
+ * DACL. Returns 0 or -1.
  */
 static inline int
 unit_set_shared(const char *path, int shared)
@@ -150,7 +155,8 @@ unit_set_shared(const char *path, int shared)
 	if (me == NULL)
 		return -1;
 	snprintf(sddl, sizeof sddl, "D:P(A;OICI;FA;;;%s)%s", me,
-	    shared ? "(A;OICI;FRFW;;;WD)" : "");
+	    shared == UNIT_WRITE ? "(A;OICI;FRFW;;;WD)" :
+	    shared == UNIT_READ ? "(A;OICI;FR;;;WD)" : "");
 	LocalFree(me);
 	if (MultiByteToWideChar(CP_UTF8, 0, path, -1, w, PATH_MAX) <= 0 ||
 	    !ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl,
@@ -172,8 +178,10 @@ unit_set_shared(const char *path, int shared)
 	if (stat(path, &sb) != 0)
 		return -1;
 	if (S_ISDIR(sb.st_mode))
-		return chmod(path, shared ? 0777 : 0700);
-	return chmod(path, shared ? 0666 : 0600);
+		return chmod(path, shared == UNIT_WRITE ? 0777 :
+		    shared == UNIT_READ ? 0755 : 0700);
+	return chmod(path, shared == UNIT_WRITE ? 0666 :
+	    shared == UNIT_READ ? 0644 : 0600);
 #endif
 }
 
