@@ -108,3 +108,10 @@ osdep_fd_path(int fd)
 		return NULL;
 	return xstrndup(buf, (size_t)n);
 }
+
+/* Unix names one object by one spelling, and O_NOFOLLOW is kept. */
+int
+osdep_fs_check_final(void)
+{
+	return 0;
+}

@@ -29,5 +29,15 @@ int	osdep_have_open_beneath(void);
  * /proc/self/fd, Windows from the handle (GetFinalPathNameByHandle).
  */
 char	*osdep_fd_path(int fd);
+/*
+ * 1 where a path's spelling does not name one object alone, or where a
+ * link may be followed without the walk seeing it: Windows, whose names
+ * compare without case and have 8.3 short aliases ("GLEAM~1.TOM" is
+ * gleam.toml), and where Wine follows Unix symlinks even when asked not
+ * to. There the sandbox checks what every handle it opened really is,
+ * from its final path (osdep_fd_path). 0 on Unix, where the walk's
+ * O_NOFOLLOW steps (or openat2) say it all.
+ */
+int	osdep_fs_check_final(void);
 
 #endif

@@ -85,6 +85,13 @@ int	 sb_refuse_errno(struct sb_op *op, int err, const char *what);
 
 /* sandbox-resolve.c: locating, walking and reading. */
 char	*sb_join(const char *a, const char *b);
+/*
+ * Where osdep_fs_check_final says so: the path of what fd is now, relative
+ * to root's own final path (its long names, as the file system spells
+ * them), or NULL with op refused (path_traversal) when it is not beneath
+ * the root or cannot be told (fail closed). A new string.
+ */
+char	*sb_final_rel(struct sb_op *op, int root, int fd);
 int	 sb_locate(struct sb_op *op, int *root, char **rel);
 int	 sb_openat(int dirfd, const char *name, int flags, mode_t mode);
 int	 sb_read_fd(struct sb_op *op, int fd, const struct stat *st,

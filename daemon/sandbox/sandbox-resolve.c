@@ -110,6 +110,31 @@ sb_join(const char *a, const char *b)
 	return xasprintf("%s/%s", a, b);
 }
 
+/* The root-relative final path of what fd is (see sandbox-int.h). */
+char *
+sb_final_rel(struct sb_op *op, int root, int fd)
+{
+	char	*rp, *fp, *rel = NULL;
+
+	rp = osdep_fd_path(op->sb->roots[root].fd);
+	fp = osdep_fd_path(fd);
+	if (rp != NULL && fp != NULL)
+		rel = pathgate_relative(rp, fp, PATHGATE_HOST);
+	if (rel == NULL) {
+		if (rp == NULL || fp == NULL)
+			sb_refuse(op, GBR_ERR_PATH_TRAVERSAL, "the system cannot "
+			    "tell where it is, so it is not known to be inside "
+			    "the root");
+		else
+			sb_refuse(op, GBR_ERR_PATH_TRAVERSAL, "it is really %s, "
+			    "outside the root %s (a link or junction led there)",
+			    fp, rp);
+	}
+	free(rp);
+	free(fp);
+	return rel;
+}
+
 /* Frees what a walk holds. */
 void
 sb_walk_release(struct sb_walk *w)
@@ -453,6 +478,14 @@ sb_open_read(struct sb_op *op, int want_dir, int *fdp, struct stat *st,
 	if (fstat(fd, st) != 0) {
 		sb_refuse_errno(op, errno, "the path");
 		goto fail;
+	}
+	/* What was opened is checked, not only how it was reached. */
+	if (osdep_fs_check_final()) {
+		char	*frel;
+
+		if ((frel = sb_final_rel(op, root, fd)) == NULL)
+			goto fail;
+		free(frel);
 	}
 	if ((own = sb_fd_forbidden(fd)) != NULL) {
 		sb_refuse(op, GBR_ERR_PERMISSION_DENIED, "it lies in gbrd's own "

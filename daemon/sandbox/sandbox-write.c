@@ -19,6 +19,7 @@
 
 #include "osdep-fs.h"
 #include "pathgate.h"
+#include "paths.h"
 #include "sandbox.h"
 #include "sandbox-int.h"
 #include "xmalloc.h"
@@ -57,6 +58,39 @@ sb_policy(struct sb_op *op, const char *rel)
 	    "'%s' matches the protected %s '%s'; writing it needs a human's "
 	    "approval%s", rel, literal ? "path" : "pattern", by,
 	    op->pin != NULL ? " (the approval was for another path)" : "");
+}
+
+/*
+ * Where names alias (osdep_fs_check_final: 8.3 short names, case), the
+ * typed path may be another spelling of a protected one ("GLEAM~1.TOM"):
+ * the policy also judges the path as the file system spells it, taken
+ * from the final paths of the folder and of the file if it exists, and
+ * the folder must really lie inside the root. Returns 0 or -1 (refused).
+ */
+static int
+sb_policy_final(struct sb_op *op, const struct sb_walk *w, const char *full)
+{
+	char	*drel, *frel;
+	int	 fd, r;
+
+	if ((drel = sb_final_rel(op, 0, w->dirfd)) == NULL)
+		return -1;
+	if (w->exists) {
+		if ((fd = sb_openat(w->dirfd, w->name, O_PATH | O_CLOEXEC,
+		    0)) == -1) {
+			free(drel);
+			return sb_refuse_errno(op, errno, "the file");
+		}
+		frel = sb_final_rel(op, 0, fd);
+		close(fd);
+	} else
+		frel = sb_join(strcmp(drel, ".") == 0 ? "" : drel, w->missing);
+	free(drel);
+	if (frel == NULL)
+		return -1;
+	r = pathgate_equal(frel, full, PATHGATE_HOST) ? 0 : sb_policy(op, frel);
+	free(frel);
+	return r;
 }
 
 /* True if two timestamps are the same, to the nanosecond. */
@@ -474,6 +508,8 @@ sb_write(struct sb_op *op, const char *data, size_t dlen,
 		goto fail;
 	if (sb_policy(op, full) != 0)
 		goto fail;
+	if (osdep_fs_check_final() && sb_policy_final(op, &w, full) != 0)
+		goto fail;
 	if (w.exists) {
 		if (!S_ISREG(w.st.st_mode)) {
 			sb_refuse(op, GBR_ERR_NOT_A_FILE, "'%s' is %s", full,
@@ -626,6 +662,28 @@ sandbox_check_write(struct sandbox *sb, const char *path, size_t len,
 	return 0;
 }
 
+/*
+ * True if fd is really an entry of the folder dirfd: its final path's
+ * folder is dirfd's final path (as the file system compares names).
+ */
+static int
+sb_is_child(int dirfd, int fd)
+{
+	char	*dp, *fp, *up;
+	int	 yes = 0;
+
+	dp = osdep_fd_path(dirfd);
+	fp = osdep_fd_path(fd);
+	if (dp != NULL && fp != NULL) {
+		up = paths_dirname(fp);
+		yes = pathgate_equal(up, dp, PATHGATE_HOST);
+		free(up);
+	}
+	free(dp);
+	free(fp);
+	return yes;
+}
+
 /* Opens a folder's entry without following links (see sandbox.h). */
 int
 sandbox_open_child(int dirfd, const char *name, int want_dir, struct stat *st)
@@ -645,6 +703,12 @@ sandbox_open_child(int dirfd, const char *name, int want_dir, struct stat *st)
 	    !S_ISREG(st->st_mode))) {
 		close(fd);
 		errno = EINVAL;
+		return -1;
+	}
+	/* Where a link may be followed unseen, the child must be a child. */
+	if (osdep_fs_check_final() && !sb_is_child(dirfd, fd)) {
+		close(fd);
+		errno = ELOOP;
 		return -1;
 	}
 	/* A folder of gbrd's own is not entered (its files are under it). */

@@ -152,7 +152,13 @@ $got" check "$name: sc create" sh -c 'echo "$1" | grep -q "state=STOPPED"' - "$g
 		why=$states check "$name: START_PENDING, then RUNNING" \
 			sh -c 'echo "$1" | grep -q "state=START_PENDING" && echo "$1" | tail -n 1 | grep -q "state=RUNNING"' - "$states"
 		cps=$(echo "$states" | grep START_PENDING | sed 's/.*checkpoint=\([0-9]*\).*/\1/' | sort -u | wc -l)
-		why=$states check "$name: the checkpoint moves on while it starts ($cps seen)" [ "$cps" -ge 2 ]
+		if [ "$slow" = 1 ]; then
+			why=$states check "$name: the checkpoint moves on while it starts ($cps seen)" [ "$cps" -ge 2 ]
+		else
+			# gbrd.exe's start is short: the checkpoint may not move
+			# before it is RUNNING; svc-fake's long start shows it does.
+			skip "$name: the checkpoint moves on while it starts" "the start was over after $cps checkpoint(s)"
+		fi
 		why=$states check "$name: a 30 s wait hint while it starts" \
 			sh -c 'echo "$1" | grep START_PENDING | grep -q "wait_hint=30000"' - "$states"
 	else
