@@ -40,6 +40,27 @@ pathgate_is_control(uint32_t cp)
 	return escape_is_control(cp) || cp == 0x2028 || cp == 0x2029;
 }
 
+/*
+ * True for a character that shows nothing at all (zero-width joiners and
+ * spaces, soft hyphens, variation and tag characters, fillers): a person
+ * cannot see it in an approval, and some file systems ignore it in names
+ * (".g\u200cit" may be ".git" on macOS), so no path may hold one. Spaces
+ * that show as spaces (U+00A0, U+3000, ...) are not among them.
+ */
+int
+pathgate_is_invisible(uint32_t cp)
+{
+	switch (cp) {
+	case 0x00ad: case 0x034f: case 0x115f: case 0x1160: case 0x17b4:
+	case 0x17b5: case 0x3164: case 0xfeff: case 0xffa0:
+		return 1;
+	}
+	return (cp >= 0x180b && cp <= 0x180f) || (cp >= 0x200b && cp <= 0x200d) ||
+	    (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x206a && cp <= 0x206f) ||
+	    (cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xfff9 && cp <= 0xfffb) ||
+	    (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0000 && cp <= 0xe0fff);
+}
+
 /* True if c separates components in this flavour. */
 static int
 pg_sep(char c, enum pathgate_flavour fl)
@@ -218,6 +239,12 @@ pg_check_chars(const char *path, size_t len, enum pathgate_flavour fl,
 		if (escape_is_bidi(cp)) {
 			refuse(why, GBR_ERR_INVALID_PATH,
 			    "the path holds a bidirectional formatting character");
+			return -1;
+		}
+		if (pathgate_is_invisible(cp)) {
+			refuse(why, GBR_ERR_INVALID_PATH,
+			    "the path holds an invisible character (zero-width, "
+			    "soft hyphen, variation selector, ...)");
 			return -1;
 		}
 		if (fl == PATHGATE_WINDOWS && cp < 0x80 &&

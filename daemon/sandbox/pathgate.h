@@ -103,5 +103,7 @@ int	 pathgate_glob_check(const char *pattern, const char **reason);
 
 /* True for C0/C1 controls, DEL, line/paragraph separators. */
 int	 pathgate_is_control(uint32_t cp);
+/* True for what shows nothing and some file systems ignore in names. */
+int	 pathgate_is_invisible(uint32_t cp);
 
 #endif

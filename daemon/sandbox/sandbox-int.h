@@ -85,6 +85,8 @@ int	 sb_refuse_errno(struct sb_op *op, int err, const char *what);
 
 /* sandbox-resolve.c: locating, walking and reading. */
 char	*sb_join(const char *a, const char *b);
+/* True if the agent's path ends in a separator (it names a folder). */
+int	 sb_names_folder(const struct sb_op *op);
 /*
  * Where osdep_fs_check_final says so: the path of what fd is now, relative
  * to root's own final path (its long names, as the file system spells

@@ -24,6 +24,33 @@
 #include "xmalloc.h"
 
 /*
+ * One meaning on every system (doc/SANDBOX.md): what the agent's path
+ * names inside a root is judged by Windows' rules of names too, wherever
+ * gbrd runs, so a path refused on Windows is refused on Linux the same
+ * way, and a profile or an agent's habit carries across. So a backslash
+ * separates (and "..\\..\\x" climbs), and a drive letter, a device name
+ * (CON, nul.txt), a colon (an alternate data stream), a trailing dot or
+ * space, or <>"|?* in a name is refused. A first component that starts
+ * with '~' is refused too: no shell expands it here, and a folder named
+ * "~" is never what was meant. Returns 0 or -1 (refused).
+ */
+static int
+sb_one_meaning(struct sb_op *op, const char *rel)
+{
+	struct pathgate_refusal	 why;
+	char			*win;
+
+	if (rel[0] == '~')
+		return sb_refuse(op, GBR_ERR_INVALID_PATH, "'~' is not your home "
+		    "here: paths are relative to the workspace");
+	if ((win = pathgate_normalize(rel, strlen(rel), PATHGATE_WINDOWS,
+	    &why)) == NULL)
+		return sb_refuse(op, why.kind, "%s", why.reason);
+	free(win);
+	return 0;
+}
+
+/*
  * Maps an agent's path to a root and a normal relative path. Relative
  * paths belong to the allowed root; an absolute one must be under the
  * allowed root or a read-only root (whole components: "/w/proj-evil" is not
@@ -45,6 +72,11 @@ sb_locate(struct sb_op *op, int *root, char **rel)
 		if ((*rel = pathgate_normalize(op->raw, op->rawlen,
 		    PATHGATE_HOST, &why)) == NULL)
 			return sb_refuse(op, why.kind, "%s", why.reason);
+		if (sb_one_meaning(op, *rel) != 0) {
+			free(*rel);
+			*rel = NULL;
+			return -1;
+		}
 		*root = 0;
 		return 0;
 	}
@@ -73,8 +105,20 @@ sb_locate(struct sb_op *op, int *root, char **rel)
 		return sb_refuse(op, GBR_ERR_PATH_TRAVERSAL,
 		    "an absolute path outside the allowed root (%s)",
 		    sb->roots[0].path);
+	if (strcmp(best, ".") != 0 && sb_one_meaning(op, best) != 0) {
+		free(best);
+		return -1;
+	}
 	*rel = best;
 	return 0;
+}
+
+/* True if the agent's path ends in a separator: it names a folder. */
+int
+sb_names_folder(const struct sb_op *op)
+{
+	return op->rawlen > 1 && (op->raw[op->rawlen - 1] == '/' ||
+	    op->raw[op->rawlen - 1] == '\\');
 }
 
 /*
@@ -494,6 +538,11 @@ sb_open_read(struct sb_op *op, int want_dir, int *fdp, struct stat *st,
 	}
 	if (want_dir && !S_ISDIR(st->st_mode)) {
 		sb_refuse(op, GBR_ERR_NOT_A_FILE, "not a folder");
+		goto fail;
+	}
+	if (!want_dir && sb_names_folder(op)) {
+		sb_refuse(op, GBR_ERR_NOT_A_FILE, "a path that ends in '/' names "
+		    "a folder, and this is a file");
 		goto fail;
 	}
 	if (!want_dir && !S_ISREG(st->st_mode)) {

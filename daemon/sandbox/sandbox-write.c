@@ -480,6 +480,11 @@ sb_write(struct sb_op *op, const char *data, size_t dlen,
 		free(rel);
 		return sb_refuse(op, GBR_ERR_NOT_A_FILE, "the root is a folder");
 	}
+	if (sb_names_folder(op)) {
+		free(rel);
+		return sb_refuse(op, GBR_ERR_NOT_A_FILE, "a path that ends in "
+		    "'/' names a folder; a file is written without it");
+	}
 	/* The typed path first, then the canonical one once resolved. */
 	if (sb_policy(op, rel) != 0) {
 		free(rel);

@@ -1316,6 +1316,13 @@ def test_system_file_with_glob_characters_is_protected(daemon, ws, name,
     write(os.path.join(ws, ".gbr_envs", "lit.ini"),
           "[prompt]\nsystem_file = %s\n" % name)
     c, sid = new_session(daemon, ws, env="lit")
+    if "*" in name or "?" in name:
+        # The agent may name no such file on any system (one meaning:
+        # Windows has none): refused outright, nothing asked or written.
+        assert write_kind(c, sid, name) == "invalid_path"
+        assert approvals(daemon, session=sid) == []
+        assert read(os.path.join(ws, name)) == "You are careful.\n"
+        return
     rid, a = ask(c, sid, "write_file", {"path": name,
                                         "content": "You obey the agent.\n"})
     assert a["why"] == "protected_path" and a["path"] == name, a

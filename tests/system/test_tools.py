@@ -219,6 +219,46 @@ def test_gbr_envs_protected(world):
     assert not os.path.exists(os.path.join(world["ws"], "gleam.toml"))
 
 
+# One meaning on every system (doc/SANDBOX.md): what Windows refuses or
+# reads otherwise is refused here the same way, and nothing is made.
+ONE_MEANING = [
+    ("..\\..\\x", "path_traversal"), ("sub\\..\\..\\x", "path_traversal"),
+    ("C:\\Windows\\win.ini", "path_traversal"), ("C:win.ini", "path_traversal"),
+    ("~/x", "invalid_path"), ("~", "invalid_path"), ("~root/x", "invalid_path"),
+    ("CON", "invalid_path"), ("sub/nul.txt", "invalid_path"), ("a:b", "path_traversal"),
+    ("hello.txt:evil", "invalid_path"), ("x.", "invalid_path"), ("x ", "invalid_path"),
+    ("what?.txt", "invalid_path"), ("a*b", "invalid_path"), ("a|b", "invalid_path"),
+    (".g\u200cit/config", "invalid_path"), ("x\ufeff.txt", "invalid_path"),
+    ("hello.txt/", "not_a_file"),
+]
+
+
+@pytest.mark.parametrize("tool", ["read_file", "write_file"])
+@pytest.mark.parametrize("path,kind", ONE_MEANING)
+def test_one_meaning_on_every_system(world, tool, path, kind):
+    before = sorted(os.listdir(world["ws"]))
+    args = {"path": path}
+    if tool == "write_file":
+        args["content"] = "x"
+    r = call(world, tool, **args)
+    assert "error" in r, (path, r)
+    got = r["error"]["data"]["kind"]
+    # A read of a name that cannot exist may also be not_found first.
+    assert got == kind or (tool == "read_file" and got == "not_found"
+                           and kind != "not_a_file"), (path, got)
+    assert sorted(os.listdir(world["ws"])) == before
+    with open(os.path.join(world["ws"], "hello.txt")) as f:
+        assert f.read() == "hello\n"
+
+
+def test_short_names_are_refused_on_linux_too(world):
+    """A name shaped like an 8.3 short name (GIT~1, which may be .git on
+    Windows) is refused on every system, so it means one thing."""
+    r = call(world, "write_file", path="GIT~1/hooks/pre-commit", content="y")
+    assert r["error"]["data"]["kind"] == "invalid_path", r
+    assert not os.path.exists(os.path.join(world["ws"], "GIT~1"))
+
+
 @pytest.mark.parametrize("path", ["a..b.txt", "ln_inside",
                                   "d1/d2/d3/d4/d5/d6/d7/f.txt", "héllo-ünï.txt",
                                   "日本語.txt", "sub/../hello.txt"])
