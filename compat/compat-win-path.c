@@ -72,6 +72,17 @@ cw_final_utf8(HANDLE h)
 	return s;
 }
 
+/* The final path of what fd is now ("C:/x"), new, or NULL (compat-win.h). */
+char *
+compat_fd_path(int fd)
+{
+	HANDLE	h;
+
+	if ((h = cw_fd_handle(fd)) == INVALID_HANDLE_VALUE)
+		return NULL;
+	return cw_final_utf8(h);
+}
+
 /* realpath(3): the final path of what path names (links resolved). */
 char *
 realpath(const char *path, char *resolved)

@@ -252,6 +252,11 @@ int	compat_chdir(const char *);
 char	*compat_getcwd(char *, size_t);
 /* Resolves links and returns "C:/dir/name" (forward slashes, no \\?\). */
 char	*realpath(const char *, char *);
+/*
+ * Not POSIX: the final path of what fd is now (GetFinalPathNameByHandleW),
+ * in realpath's form; a new string, or NULL with errno.
+ */
+char	*compat_fd_path(int);
 #define fopen(p, m)	compat_fopen(p, m)
 FILE	*compat_fopen(const char *, const char *);
 char	*mkdtemp(char *);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "paths.h"
+#include "transport-win.h"
 #include "xmalloc.h"
 
 /* The pipe every name given without a pipe prefix is put under. */
@@ -60,15 +61,9 @@ paths_known_folder(const KNOWNFOLDERID *id)
 {
 	PWSTR	 w = NULL;
 	char	*s = NULL;
-	int	 n;
 
-	if (SHGetKnownFolderPath(id, KF_FLAG_DEFAULT, NULL, &w) == S_OK &&
-	    (n = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL,
-	    NULL)) > 0) {
-		s = xmalloc((size_t)n);
-		WideCharToMultiByte(CP_UTF8, 0, w, -1, s, n, NULL, NULL);
-		paths_forward(s);
-	}
+	if (SHGetKnownFolderPath(id, KF_FLAG_DEFAULT, NULL, &w) == S_OK)
+		s = paths_forward(transport_win_utf8(w));
 	CoTaskMemFree(w);
 	return s;
 }
@@ -91,18 +86,12 @@ paths_user_folder(const char *var, const KNOWNFOLDERID *id)
 static char *
 paths_user_name(void)
 {
-	WCHAR	 w[257];
-	DWORD	 n = sizeof w / sizeof w[0];
-	char	*s;
-	int	 len;
+	WCHAR	w[257];
+	DWORD	n = sizeof w / sizeof w[0];
 
-	if (!GetUserNameW(w, &n) ||
-	    (len = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL,
-	    NULL)) <= 0)
+	if (!GetUserNameW(w, &n))
 		return NULL;
-	s = xmalloc((size_t)len);
-	WideCharToMultiByte(CP_UTF8, 0, w, -1, s, len, NULL, NULL);
-	return s;
+	return transport_win_utf8(w);
 }
 
 /*
@@ -283,7 +272,7 @@ paths_mkdir_private(const char *dir)
 	LPSTR			 ssid = NULL;
 	WCHAR			*w;
 	char			*sddl;
-	int			 n, r = -1;
+	int			 r = -1;
 
 	if ((sid = paths_user_sid()) == NULL ||
 	    !ConvertSidToStringSidA(sid, &ssid)) {
@@ -304,14 +293,11 @@ paths_mkdir_private(const char *dir)
 	}
 	free(sddl);
 	sa.lpSecurityDescriptor = sd;
-	n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, dir, -1, NULL, 0);
-	if (n <= 0) {
+	if ((w = transport_win_wide(dir)) == NULL) {
 		LocalFree(sd);
 		errno = EINVAL;
 		return -1;
 	}
-	w = xreallocarray(NULL, (size_t)n, sizeof *w);
-	MultiByteToWideChar(CP_UTF8, 0, dir, -1, w, n);
 	if (CreateDirectoryW(w, &sa))
 		r = 0;
 	else
@@ -375,12 +361,10 @@ paths_others_may_enter(const char *dir)
 	PSECURITY_DESCRIPTOR	 sd = NULL;
 	PACL			 dacl = NULL;
 	WCHAR			*w;
-	int			 n, others = 1;
+	int			 others = 1;
 
-	if ((n = MultiByteToWideChar(CP_UTF8, 0, dir, -1, NULL, 0)) <= 0)
+	if ((w = transport_win_wide(dir)) == NULL)
 		return 1;
-	w = xreallocarray(NULL, (size_t)n, sizeof *w);
-	MultiByteToWideChar(CP_UTF8, 0, dir, -1, w, n);
 	if (GetNamedSecurityInfoW(w, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION,
 	    NULL, NULL, &dacl, NULL, &sd) == ERROR_SUCCESS)
 		others = paths_dacl_lets_others(dacl, FILE_LIST_DIRECTORY |

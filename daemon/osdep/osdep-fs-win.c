@@ -34,43 +34,7 @@ osdep_have_open_beneath(void)
 char *
 osdep_fd_path(int fd)
 {
-	HANDLE	 h = (HANDLE)_get_osfhandle(fd);
-	WCHAR	*w, *p;
-	DWORD	 n;
-	char	*s, *q;
-	int	 len;
-
-	if (h == INVALID_HANDLE_VALUE)
-		return NULL;
-	n = GetFinalPathNameByHandleW(h, NULL, 0, FILE_NAME_NORMALIZED |
-	    VOLUME_NAME_DOS);
-	if (n == 0 || n > 32768)
-		return NULL;
-	w = xreallocarray(NULL, n + 1, sizeof *w);
-	if (GetFinalPathNameByHandleW(h, w, n + 1, FILE_NAME_NORMALIZED |
-	    VOLUME_NAME_DOS) == 0) {
-		free(w);
-		return NULL;
-	}
-	/* \\?\C:\x is C:\x; \\?\UNC\server\share is \\server\share. */
-	p = w;
-	if (wcsncmp(p, L"\\\\?\\UNC\\", 8) == 0) {
-		p += 6;
-		*p = L'\\';
-	} else if (wcsncmp(p, L"\\\\?\\", 4) == 0)
-		p += 4;
-	if ((len = WideCharToMultiByte(CP_UTF8, 0, p, -1, NULL, 0, NULL,
-	    NULL)) <= 0) {
-		free(w);
-		return NULL;
-	}
-	s = xmalloc((size_t)len);
-	WideCharToMultiByte(CP_UTF8, 0, p, -1, s, len, NULL, NULL);
-	free(w);
-	for (q = s; *q != '\0'; q++)
-		if (*q == '\\')
-			*q = '/';
-	return s;
+	return compat_fd_path(fd);
 }
 
 /* Names alias here (case, 8.3), and Wine follows links unseen. */

@@ -53,6 +53,7 @@
 #include "osdep-proc.h"
 #include "sdnotify.h"
 #include "service.h"
+#include "transport-win.h"
 #include "xmalloc.h"
 
 /* How long the SCM is told to wait for the next checkpoint or state. */
@@ -85,42 +86,6 @@ static int			 svc_fail_status;
 static char			 svc_stop_why[128];
 static unsigned			 svc_reloads;
 
-/* A UTF-8 string as a new UTF-16 one (NULL when it cannot be converted). */
-static WCHAR *
-svc_to_wide(const char *s)
-{
-	WCHAR	*w;
-	int	 n;
-
-	n = MultiByteToWideChar(CP_UTF8, 0, s, -1, NULL, 0);
-	if (n <= 0)
-		return NULL;
-	w = xcalloc((size_t)n, sizeof *w);
-	if (MultiByteToWideChar(CP_UTF8, 0, s, -1, w, n) <= 0) {
-		free(w);
-		return NULL;
-	}
-	return w;
-}
-
-/* A UTF-16 string as a new UTF-8 one ("?" when it cannot be converted). */
-static char *
-svc_to_utf8(const WCHAR *w)
-{
-	char	*s;
-	int	 n;
-
-	n = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL, NULL);
-	if (n <= 0)
-		return xstrdup("?");
-	s = xmalloc((size_t)n);
-	if (WideCharToMultiByte(CP_UTF8, 0, w, -1, s, n, NULL, NULL) <= 0) {
-		free(s);
-		return xstrdup("?");
-	}
-	return s;
-}
-
 /* Writes one event of type (EVENTLOG_*_TYPE) with message id to the log. */
 static void __attribute__((format(__printf__, 3, 4)))
 svc_event(WORD type, DWORD id, const char *fmt, ...)
@@ -135,7 +100,7 @@ svc_event(WORD type, DWORD id, const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
-	if ((w = svc_to_wide(text)) == NULL)
+	if ((w = transport_win_wide(text)) == NULL)
 		return;
 	strings[0] = w;
 	/* A full event log or a stopped event service is no reason to stop. */
@@ -274,7 +239,7 @@ svc_main(DWORD argc, LPWSTR *argv)
 	int	status;
 
 	svc_wname = _wcsdup(argc > 0 && argv[0] != NULL ? argv[0] : L"gbrd");
-	svc_name = svc_to_utf8(svc_wname);
+	svc_name = transport_win_utf8(svc_wname);
 	svc_events = RegisterEventSourceW(NULL, SVC_EVENT_SOURCE);
 	svc_handle = RegisterServiceCtrlHandlerExW(svc_wname, svc_control,
 	    NULL);
