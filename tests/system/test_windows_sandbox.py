@@ -114,6 +114,8 @@ ATTACKS = [
     "CON", "nul.txt", "COM1", "lpt1.log", "CONIN$", "sub/aux", "AUX.tar.gz",
     # Trailing dots and spaces, which Win32 strips.
     "hello.txt.", "hello.txt ", "sub./x", "sub /x",
+    # 8.3 short names: of a protected file, and of a folder outside.
+    "GLEAM~1.TOM", "gleam~1.tom", "GBR_EN~1/default.ini", "../OUTSID~1/secret.txt",
     # Backslashes as separators, and mixed.
     "..\\outside\\secret.txt", "sub\\..\\..\\outside\\secret.txt",
     "sub/..\\..\\outside/secret.txt",
