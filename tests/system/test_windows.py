@@ -476,3 +476,19 @@ def test_gbrctl_mcp_serves_the_tools_over_stdio(win_daemon, ws):
     assert got[4]["result"]["isError"] is True
     assert got[4]["result"]["content"][0]["text"].startswith("path_traversal")
     assert not os.path.exists(os.path.join(os.path.dirname(ws), "out.txt"))
+
+
+def test_max_clients_holds_on_the_pipe(win_daemon):
+    """The Unix limits are the limits on the pipe: past max_clients a new
+    client gets busy and is closed; the others go on."""
+    d = win_daemon(config="[daemon]\nmax_clients = 2\n")
+    a = d.conn()
+    b = d.conn(hello=False)
+    c = d.conn(hello=False)
+    r = c.recv()
+    assert r["error"]["data"]["kind"] == "busy", r
+    assert c.closed()
+    assert "result" in a.call("daemon.ping")
+    assert "result" in b.call("hello", {"protocol": 1, "client": "b/1"})
+    st = a.call("daemon.status")["result"]
+    assert st["listener"]["refused_busy"] >= 1
