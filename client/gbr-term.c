@@ -267,15 +267,16 @@ gbr_poll(struct pollfd *pfd, unsigned n, int timeout)
 	unsigned	i, m = 0;
 	int		r;
 
+	/* (int): a Windows SOCKET is unsigned, and fits (transport.h). */
 	for (i = 0; i < n && m < sizeof set / sizeof set[0]; i++) {
 		pfd[i].revents = 0;
-		if (pfd[i].fd != -1)
+		if ((int)pfd[i].fd != -1)
 			set[m++] = pfd[i];
 	}
 	r = transport_poll(set, m, timeout);
 	for (i = 0, m = 0; r > 0 && i < n && m < sizeof set / sizeof set[0];
 	    i++) {
-		if (pfd[i].fd != -1)
+		if ((int)pfd[i].fd != -1)
 			pfd[i].revents = set[m++].revents;
 	}
 	return r;

@@ -502,3 +502,14 @@ console_edit_close(const char *histfile)
 	free(ce_paste_rest);
 	ce_paste_rest = NULL;
 }
+
+/* libedit's keys and ours. */
+const char *
+console_keys_help(void)
+{
+	return
+"Keys: Alt-Enter or Ctrl-J starts a new line of the message, Enter sends\n"
+"it (a paste is one message); Ctrl-C cancels a running turn, clears the\n"
+"line, twice leaves; Ctrl-D on an empty line detaches; Up/Down walk the\n"
+"input history.";
+}

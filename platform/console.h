@@ -7,11 +7,12 @@
  * or a key means; this interface only gets them and draws.
  *
  * One file set per system, chosen by Makefile.am: console-unix.c and
- * console-edit-unix.c (termios, libedit, signals, sh), console-win.c and
- * console-edit-win.c (the Win32 console: its own cooked mode edits the
- * line, read on a thread and handed to the poll loop through a socket,
- * since WSAPoll waits on sockets only). A process has one terminal, so
- * the state is each file's own; nothing here is an object.
+ * console-edit-unix.c (termios, libedit, signals, sh); console-win.c,
+ * console-read-win.c and console-edit-win.c (the Win32 console: its own
+ * cooked mode edits the line, read on a thread and handed to the poll
+ * loop through a socket, since WSAPoll waits on sockets only). A process
+ * has one terminal, so the state is each file's own; nothing here is an
+ * object.
  *
  * What the two differ in, on purpose: Unix has Alt-Enter, Ctrl-J and
  * bracketed paste for lines held without being sent, and a history file;
@@ -164,6 +165,12 @@ int	 console_child_start(int what, const char *prog, const char *arg,
  * 128 + N if signal N ended it, -1 if neither) and the child freed; or 0.
  */
 int	 console_child_done(struct console_child *, int *status);
+/*
+ * The line editor's keys, for /help: the start of a paragraph, wrapped at
+ * 72 columns, its last line unfinished (no newline).
+ */
+const char *console_keys_help(void);
+
 /* The editor when neither VISUAL nor EDITOR says one ("vi", "notepad"). */
 const char *console_default_editor(void);
 /* The pager: $PAGER, else the system's; NULL where none is run (Windows). */
