@@ -35,7 +35,7 @@
 #include "console-win.h"
 #include "xmalloc.h"
 
-#define CW_TAKE_MS		1000	/* longest wait for the line back */
+#define CW_TAKE_MS		2000	/* longest wait for the line back */
 #define CW_KEY_ENTER_MS		1000	/* an Enter this soon after a key answer */
 
 /* The loop's own. */

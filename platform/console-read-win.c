@@ -129,6 +129,13 @@ cw_answer(int type, int flags, size_t cursor, size_t lost, const wchar_t *w,
 	struct cw_msg	 m;
 	char		*s;
 
+	/*
+	 * A paste goes on only from line to line: once the loop took the
+	 * line back (Ctrl-C, output), what comes next was typed, even if
+	 * a slow loop let it pile up before the next read.
+	 */
+	if (type != CW_M_LINE)
+		cw_prev_paste = 0;
 	memset(&m, 0, sizeof m);
 	s = cw_utf8(w, n, &m.len);
 	m.type = type;
