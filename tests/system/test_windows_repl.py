@@ -282,9 +282,13 @@ def test_typing_goes_on_while_the_answer_streams(win_daemon, fake, terms, ws):
     t.keys("Enter")
     t.wait(r"\d+\.\ds>")
     t.type("half typed")
-    s = t.wait(r"one two three")
-    # The answer so far is above, the half-typed line under it.
-    assert re.search(r"> half typed\s*$", t.last_line()), s
+    # The answer so far is above, the half-typed line under it (once the
+    # prompt is drawn again after the output).
+    wait_for(lambda: "one two three" in t.screen() and
+             re.search(r"^gbr:%s [|/\\-] \d+\.\ds> half typed\s*$" % sid,
+                       t.last_line()))
+    s = t.screen()
+    assert s.index("one two three") < s.rindex("> half typed"), s
     t.type(" and more")
     t.wait(r"one two three four five six")
     t.wait(r"^gbr:%s> half typed and more\s*$" % sid)
