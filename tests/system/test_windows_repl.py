@@ -8,7 +8,8 @@ line is taken back from the console's cooked read and drawn again under
 the output), a slash command, Ctrl-C, Ctrl-D, the console's own line
 editing and history, an approval answered with one key, a paste of
 several lines as one message, the editor run on the console, colours and
-NO_COLOR, and plain lines from a pipe.
+NO_COLOR, plain lines from a pipe, and gbrd.exe started when nobody
+answers.
 
 What Wine's console cannot show is a test that skips and says why: Ctrl-Z
 (the Unix terminal stops wine64 first), F7's history pop-up (Wine's
@@ -83,7 +84,7 @@ def fake():
 def win_daemon(root):
     made = []
 
-    def make(fake=None):
+    def make(fake=None, start=True):
         sub = os.path.join(root, "d%d" % len(made))
         os.makedirs(sub, mode=0o700)
         config = None
@@ -96,7 +97,8 @@ def win_daemon(root):
         if fake is not None:
             d.env["OPENAI_API_KEY"] = KEY
         made.append(d)
-        d.start()
+        if start:
+            d.start()
         return d
 
     yield make
@@ -489,6 +491,35 @@ def test_plain_lines_from_a_pipe(win_daemon, ws):
     sid = sessions(d)[0]["id"]
     assert users(d, sid) == ["from a pipe, caf\u00e9"]
     assert sessions(d)[0]["attached"] == 0
+
+
+def test_gbr_starts_gbrd_when_nobody_answers(win_daemon, ws, root):
+    """As on Linux: nobody on the pipe, so gbr.exe starts gbrd.exe (beside
+    it, under the start mutex) and goes on."""
+    d = win_daemon(start=False)
+    d.env["LOCALAPPDATA"] = wine.winpath(os.path.join(root, "localappdata"))
+    assert d.ctl("ping").returncode == 3
+    # Output to a file: under Wine a gbrd.exe started from a program
+    # whose output is a pipe holds that pipe open (gbrctl start | cat
+    # waits for it too), and a reader of the pipe would wait for gbrd.
+    outfile = os.path.join(root, "out.txt")
+    try:
+        with open(outfile, "wb") as o:
+            r = subprocess.run([wine.WINE, GBR_EXE, wine.winpath(ws)],
+                               env=d.env, input=b"/env\n", stdout=o,
+                               stderr=subprocess.STDOUT, timeout=120)
+        with open(outfile, "rb") as f:
+            out = f.read().decode("utf-8", "replace")
+        assert r.returncode == 0, (r.returncode, out)
+        assert "environment: default" in out
+        assert d.ctl("ping").returncode == 0
+        assert sessions(d)[0]["attached"] == 0
+    finally:
+        d.ctl("shutdown")
+    deadline = time.time() + 30
+    while d.ctl("ping").returncode != 3:
+        assert time.time() < deadline, "gbrd.exe did not stop"
+        time.sleep(0.2)
 
 
 @pytest.mark.skip(reason="Wine's conhost leaves the Unix terminal's ISIG on, "
