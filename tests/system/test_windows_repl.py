@@ -7,9 +7,9 @@ answer streaming while the spinner turns, typing on while it streams (the
 line is taken back from the console's cooked read and drawn again under
 the output), a slash command, Ctrl-C, Ctrl-D, the console's own line
 editing and history, an approval answered with one key, a paste of
-several lines as one message, the editor run on the console, colours and
-NO_COLOR, plain lines from a pipe, and gbrd.exe started when nobody
-answers.
+several lines as one message, /history and /show, the editor run on the
+console, colours and NO_COLOR, plain lines from a pipe, and gbrd.exe
+started when nobody answers.
 
 What Wine's console cannot show is a test that skips and says why: Ctrl-Z
 (the Unix terminal stops wine64 first), F7's history pop-up (Wine's
@@ -267,6 +267,11 @@ def test_a_message_streams_its_answer_and_ctrl_d_detaches(win_daemon, fake, term
     t.wait(PROMPT)
     assert users(d, sid) == ["stream please, caf\u00e9"]
     assert "> stream please, caf\u00e9" in t.screen()
+    # The session's history, from gbrd, shown the same way.
+    t.type("/history 2")
+    t.keys("Enter")
+    s = t.wait(r"(?s)/history 2\n.*> stream please, caf\u00e9\n.*AAAA BBBB CCCC DDDD")
+    t.wait(PROMPT)
     t.quit()
     assert wait_for(lambda: sessions(d)[0]["attached"] == 0)
 
@@ -359,6 +364,16 @@ def test_an_approval_takes_one_key(win_daemon, terms, ws):
         assert f.read() == PROFILE
     # The line that was being typed is back, the question gone.
     t.wait(r"^gbr:%s> half typed\s*$" % sid)
+    # The result is numbered; /show gives it whole (the line put aside
+    # waits meanwhile).
+    t.wait(r"^  = \[1\] write_file \.gbr_envs/x\.ini: 27 bytes, new file")
+    t.keys("C-c")
+    t.wait(r"> half typed\^C$")
+    t.type("/show 1")
+    t.keys("Enter")
+    t.wait(r'"bytes": 27')
+    t.wait(PROMPT)
+    t.type("half typed")
 
     # "d Enter": the Enter goes with the key; the reason is asked.
     c, rid = ask(d, sid, "y")
