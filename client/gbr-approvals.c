@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "console.h"
 #include "gbr-int.h"
 #include "render.h"
 #include "xmalloc.h"
@@ -596,9 +597,9 @@ gbr_proposed(const char *id, size_t *len, char **why)
 void
 gbr_edit(const char *key)
 {
-	const char	*tmpdir = getenv("TMPDIR");
 	json_t		*a = NULL, *content;
 	char		*id = gbr_appr_match(key), *shown, *why = NULL;
+	char		*tmpdir = NULL;
 	char		*proposed = NULL, *edited = NULL, *path = NULL, suffix[16];
 	size_t		 plen = 0, elen = 0;
 	int		 i, fd, st, keep = 0;
@@ -619,8 +620,7 @@ gbr_edit(const char *key)
 		gbr_say("! cannot edit approval %s: %s\n", shown, why);
 		goto out;
 	}
-	if (tmpdir == NULL || *tmpdir != '/')
-		tmpdir = "/tmp";
+	tmpdir = console_tmp_dir();
 	gbr_edit_suffix(json_string_value(json_object_get(a, "path")), suffix,
 	    sizeof suffix);
 	path = xasprintf("%s/gbr-approval-XXXXXX%s", tmpdir, suffix);
@@ -674,6 +674,7 @@ out:
 	if (path != NULL && !keep)
 		unlink(path);
 	json_decref(a);
+	free(tmpdir);
 	free(path);
 	free(proposed);
 	free(edited);

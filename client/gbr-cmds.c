@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "console.h"
 #include "gbr-int.h"
 #include "render.h"
 #include "xmalloc.h"
@@ -865,11 +866,10 @@ gbr_cmd_help(char *arg, char *rest)
 		}
 		fputc('\n', f);
 	}
+	/* The keys of this system's line editor, then the approvals'. */
+	fputs(console_keys_help(), f);
 	fputs(
-"Keys: Alt-Enter or Ctrl-J starts a new line of the message, Enter sends\n"
-"it (a paste is one message); Ctrl-C cancels a running turn, clears the\n"
-"line, twice leaves; Ctrl-D on an empty line detaches; Up/Down walk the\n"
-"input history. A pending approval is asked at the prompt, one key\n"
+" A pending approval is asked at the prompt, one key\n"
 "answers: a approves, d denies (then a reason, or Enter), s approves for\n"
 "the rest of the session; e Enter edits.\n", f);
 	gbr_capture_end(&cap);

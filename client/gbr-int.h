@@ -6,12 +6,13 @@
  * Who owns what:
  *   gbr.c            main, the session (attach, reconnect, resync), the
  *                    daemon's replies and events, the poll loop, signals
- *   gbr-term.c       the terminal: the prompt, output above it, libedit,
- *                    reading lines, Ctrl-C, running the editor
+ *   gbr-term.c       the terminal: the prompt, output above it, reading
+ *                    lines, Ctrl-C, running the editor (how a system
+ *                    does each is platform/console.h's)
  *   gbr-approvals.c  the pending approvals: showing them, the question at
  *                    the prompt, answering (approve, deny, edit)
- *   gbr-input.c      input of more than one line (Alt-Enter, Ctrl-J,
- *                    bracketed paste) and single-key answers
+ *   gbr-input.c      input of more than one line (the block: Alt-Enter,
+ *                    Ctrl-J, a paste)
  *   gbr-cmds.c       the /slash commands (a table; /help is made from it),
  *                    /run and /tool and their answers
  *   gbr-show.c       the tool results shown, numbered for /show; /show;
@@ -22,7 +23,6 @@
 
 #include <sys/types.h>
 
-#include <histedit.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -30,8 +30,8 @@
 #include <jansson.h>
 
 #include "render.h"
+#include "transport.h"		/* struct pollfd */
 
-#define GBR_HISTORY_LINES	1000	/* lines kept in the editing history */
 #define GBR_LINE_MAX		(1024 * 1024) /* a line read without a terminal */
 #define GBR_SHOW_MESSAGES	20	/* history shown when attaching */
 #define GBR_HISTORY_MAX		1000	/* --history at most */
@@ -71,9 +71,9 @@ struct gbr {
 	size_t		 max_line;	/* the longest request line gbrd takes */
 	int		 tty;
 	struct render	 rd;
+	int		 in_fd;		/* standard input, for the poll loop */
+	int		 wake_fd;	/* readable after a signal (console_catch) */
 
-	EditLine	*el;
-	History		*hist;
 	char		*histfile;
 	int		 editing;	/* a prompt is on screen */
 	int		 out_col;	/* column of an unfinished output line */
@@ -120,10 +120,6 @@ struct gbr {
 	size_t		 block_len;
 	int		 block_lines;
 	char		*paste_rest;	/* a paste's lines after the first */
-	size_t		 paste_lost;	/* a paste too long to take: its size */
-	int		 nl_key;	/* the line ended is a line of the block */
-	int		 read_again;	/* input was pushed back into libedit */
-	long long	 key_answer_ms;	/* when a single key answered a question */
 	FILE		*page;		/* output gathered for the pager */
 	char		*page_buf;
 	size_t		 page_len;
@@ -148,7 +144,6 @@ struct gbr_capture {
 };
 
 extern struct gbr		 G;
-extern int			 gbr_sigpipe[2];	/* the signal handler's self-pipe */
 extern volatile sig_atomic_t	 gbr_got_int, gbr_got_hup, gbr_got_winch;
 
 /* gbr.c */
@@ -162,6 +157,8 @@ void		 gbr_line(char *);
 void		 gbr_message_text(char *);
 
 /* gbr-term.c */
+int		 gbr_poll(struct pollfd *, unsigned, int);
+int		 gbr_cols(void);
 size_t		 gbr_diff_lines(void);
 void		 gbr_redraw(void);
 void		 gbr_write(const char *, size_t);
@@ -170,24 +167,19 @@ void		 gbr_render(const json_t *, int);
 FILE		*gbr_capture(struct gbr_capture *);
 void		 gbr_capture_end(struct gbr_capture *);
 void		 gbr_set_line(const char *, char **);
-int		 gbr_run_child(const char *, const char *, int, const char *);
+int		 gbr_run_child(int, const char *, const char *, int, const char *);
 int		 gbr_run_editor(const char *);
 const char	*gbr_edit_suffix(const char *, char *, size_t);
 void		 gbr_stdin_tty(void);
 void		 gbr_stdin_plain(void);
 void		 gbr_interrupt(void);
-/* The terminal keeps CR as typed from the start (restored at exit). */
-void		 gbr_tty_early(void);
 void		 gbr_editor(void);
 
 /* gbr-input.c */
 void		 gbr_paste_mode(int);
-void		 gbr_input_keys(EditLine *);
 int		 gbr_block_clear(void);
 char		*gbr_block_line(const char *);
 char		*gbr_block_take(const char *);
-int		 gbr_answer_key(const char *, int);
-int		 gbr_key_enter_swallowed(void);
 
 /* gbr-approvals.c */
 int		 gbr_appr_find(const char *);

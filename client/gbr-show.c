@@ -15,15 +15,14 @@
  * with a line that says so: its result, one /show away, has the rest.
  *
  * The pager: gbr_page_begin gathers what gbr_write is given; gbr_page_end
- * writes it to an unlinked temporary file and runs $PAGER (else "less -R",
- * with LESS=FRX when LESS is unset) on it as stdin, the way the editor is
- * run (gbr_run_child), if stdin and stdout are a terminal and the text is
- * taller than it. Anything else, or a pager that cannot run, and the text
- * is written as it would have been.
+ * writes it to an unlinked temporary file and runs the pager
+ * (console_pager: $PAGER, else "less -R", with LESS=FRX when LESS is
+ * unset) on it as stdin, the way the editor is run (gbr_run_child), if
+ * stdin and stdout are a terminal and the text is taller than it.
+ * Anything else, a system that runs no pager (Windows), or a pager that
+ * cannot run, and the text is written as it would have been.
  */
 #include "gbr-config.h"
-
-#include <sys/ioctl.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "console.h"
 #include "gbr-int.h"
 #include "render.h"
 #include "xmalloc.h"
@@ -315,15 +315,17 @@ gbr_page_rows(const char *s, size_t len, size_t cols)
 static int
 gbr_page_run(const char *text, size_t len)
 {
-	const char	*pager = getenv("PAGER"), *tmp = getenv("TMPDIR");
-	char		*path;
+	const char	*pager = console_pager();
+	char		*path, *tmp;
 	size_t		 off;
 	ssize_t		 w;
 	int		 fd, st, less_set = getenv("LESS") != NULL;
 
-	if (tmp == NULL || *tmp == '\0')
-		tmp = "/tmp";
+	if (pager == NULL)
+		return -1;	/* this system runs none */
+	tmp = console_tmp_dir();
 	path = xasprintf("%s/gbr-show.XXXXXX", tmp);
+	free(tmp);
 	fd = mkstemp(path);
 	if (fd != -1)
 		unlink(path);	/* only the descriptor: nothing left behind */
@@ -344,12 +346,10 @@ gbr_page_run(const char *text, size_t len)
 		close(fd);
 		return -1;
 	}
-	if (pager == NULL || *pager == '\0')
-		pager = "less -R";
 	/* F: quit if it fits one screen; R: colours; X: no clearing. */
 	if (!less_set)
 		setenv("LESS", "FRX", 1);
-	st = gbr_run_child(pager, NULL, fd, "pager");
+	st = gbr_run_child(CONSOLE_RUN_PAGER, pager, NULL, fd, "pager");
 	if (!less_set)
 		unsetenv("LESS");
 	close(fd);
@@ -364,18 +364,16 @@ gbr_page_run(const char *text, size_t len)
 void
 gbr_page_end(void)
 {
-	struct winsize	 ws;
 	FILE		*f = G.page;
-	int		 paged = 0;
+	int		 paged = 0, cols, rows;
 
 	if (f == NULL)
 		return;
 	G.page = NULL;
 	fclose(f);
-	if (G.tty && !G.hangup && isatty(STDOUT_FILENO) &&
-	    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 &&
-	    ws.ws_col > 0 && gbr_page_rows(G.page_buf, G.page_len,
-	    ws.ws_col) >= ws.ws_row)
+	if (G.tty && !G.hangup && console_size(&cols, &rows) == 0 && rows > 0 &&
+	    cols > 0 && gbr_page_rows(G.page_buf, G.page_len, (size_t)cols) >=
+	    (size_t)rows)
 		paged = gbr_page_run(G.page_buf, G.page_len) == 0;
 	if (paged)
 		G.out_col = 0;	/* the pager left the cursor on a new line */

@@ -1,56 +1,41 @@
 /*
- * The REPL's terminal: the prompt, output written above it, libedit, the
- * lines read (from a terminal or plain stdin), Ctrl-C, and running a
- * child with the terminal: the person's editor, the pager.
- *
- * libedit runs in unbuffered mode (the way its own readline callback
- * interface does): el_gets is called only when stdin is readable and
- * handles one key, so the loop never blocks in the editor. Output that
- * arrives while a prompt is on screen is printed above it: the prompt
- * area is cleared, the text written, and libedit redraws the prompt and
- * the half-typed line. Streamed text that ends mid-line stays on its own
- * line above the prompt and later text continues it.
+ * The REPL's terminal, as gbr uses it: the prompt (what it says), output
+ * written above it, the lines read (from a terminal or plain stdin),
+ * Ctrl-C, and running a child with the terminal: the person's editor, the
+ * pager. How a system edits a line, draws and runs a program is
+ * platform/console.h's; this file says what the keys and lines mean.
  *
  * Keys: Enter sends; Alt-Enter and Ctrl-J end a line without sending it
- * (gbr-input.c); Ctrl-C cancels the running turn, else clears the line
- * (and the lines held with it), and twice in a row leaves; Ctrl-D on an empty line detaches and
- * leaves (the session keeps running); closing the terminal (SIGHUP)
- * detaches cleanly.
+ * (gbr-input.c holds such lines); Ctrl-C cancels the running turn, else
+ * clears the line (and the lines held with it), and twice in a row
+ * leaves; Ctrl-D on an empty line detaches and leaves (the session keeps
+ * running); closing the terminal (SIGHUP) detaches cleanly.
  */
 #include "gbr-config.h"
 
-#include <sys/ioctl.h>
-#include <sys/wait.h>
-
 #include <errno.h>
-#include <histedit.h>
-#include <locale.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "client.h"
+#include "console.h"
 #include "gbr-int.h"
 #include "paths.h"
 #include "render.h"
+#include "transport.h"
 #include "xmalloc.h"
 
-extern char **environ;
-
 /* The terminal's width. */
-static int
+int
 gbr_cols(void)
 {
-	struct winsize	ws;
+	int	cols, rows;
 
-	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
-		return ws.ws_col;
+	if (console_size(&cols, &rows) == 0 && cols > 0)
+		return cols;
 	return 80;
 }
 
@@ -58,23 +43,23 @@ gbr_cols(void)
 size_t
 gbr_diff_lines(void)
 {
-	struct winsize	ws;
+	int	cols, rows;
 
-	if (G.tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
-		if (ws.ws_row < 22)
+	if (G.tty && console_size(&cols, &rows) == 0 && rows > 0) {
+		if (rows < 22)
 			return 10;
-		if ((size_t)ws.ws_row - 12 < GBR_DIFF_LINES)
-			return (size_t)ws.ws_row - 12;
+		if ((size_t)rows - 12 < GBR_DIFF_LINES)
+			return (size_t)rows - 12;
 	}
 	return GBR_DIFF_LINES;
 }
 
 /*
- * libedit prompt: the session, and a spinner with the elapsed time during
- * a turn; or the question about an approval.
+ * The prompt: the session, and a spinner with the elapsed time during a
+ * turn; or the question about an approval.
  */
-static char *
-gbr_prompt(EditLine *el)
+static const char *
+gbr_prompt(void *arg)
 {
 	static const char	spin[] = "|/-\\";
 	const json_t		*a;
@@ -83,6 +68,7 @@ gbr_prompt(EditLine *el)
 	char			more[32];
 	int			i;
 
+	(void)arg;
 	if (G.ask == ASK_DECISION) {
 		more[0] = '\0';
 		if (n > 1)
@@ -115,31 +101,17 @@ gbr_prompt(EditLine *el)
 static void
 gbr_out_begin(void)
 {
-	const LineInfo	*li;
-	int		 cols = gbr_cols(), up;
-
-	if (!G.editing)
-		return;
-	li = el_line(G.el);
-	up = (int)(strlen(G.prompt) + (size_t)(li->cursor - li->buffer)) / cols;
-	if (up > 0)
-		printf("\033[%dA", up);
-	printf("\r\033[J");
-	if (G.out_col > 0)
-		printf("\033[A\033[%dG", G.out_col % cols + 1);
+	if (G.editing)
+		console_out_begin(G.out_col);
 }
 
 /* Puts the prompt back under the output. */
 static void
 gbr_out_end(void)
 {
-	if (G.editing) {
-		if (G.out_col > 0)
-			fputc('\n', stdout);
-		fflush(stdout);
-		el_set(G.el, EL_REFRESH);
-	}
-	fflush(stdout);
+	if (G.editing)
+		console_out_end(G.out_col);
+	console_flush();
 }
 
 /* Redraws the prompt (a new spinner frame, a new state). */
@@ -198,7 +170,7 @@ gbr_write(const char *buf, size_t len)
 		return;
 	}
 	gbr_out_begin();
-	fwrite(buf, 1, len, stdout);
+	console_write(buf, len);
 	gbr_track_col(buf, len);
 	gbr_out_end();
 }
@@ -275,86 +247,73 @@ gbr_capture_end(struct gbr_capture *c)
 void
 gbr_set_line(const char *text, char **old)
 {
-	const LineInfo	*li;
-	const LineInfoW	*lw;
-	int		 n;
-
 	if (old != NULL)
 		*old = NULL;
 	if (!G.editing || G.hangup)
 		return;
 	gbr_out_begin();
-	li = el_line(G.el);
-	if (old != NULL && li->lastchar > li->buffer)
-		*old = xstrndup(li->buffer, (size_t)(li->lastchar - li->buffer));
-	lw = el_wline(G.el);
-	n = (int)(lw->lastchar - lw->buffer);
-	el_cursor(G.el, n);
-	el_deletestr(G.el, n);
-	if (text != NULL)
-		el_insertstr(G.el, text);
+	console_set_line(text, old);
 	gbr_out_end();
 }
 
 /*
- * Runs "sh -c cmd sh arg" with the terminal, its stdin from in_fd unless
- * that is -1, for the editor or the pager. The socket is read meanwhile
- * and output held until it ends; what names the child in messages.
- * Returns its exit status (128 + N for signal N), or -1 if it could not
- * be run.
+ * transport_poll over the descriptors that are not -1 (poll(2) skips
+ * those, WSAPoll must not see them); each revents as poll(2) sets it.
  */
 int
-gbr_run_child(const char *cmd, const char *arg, int in_fd, const char *what)
+gbr_poll(struct pollfd *pfd, unsigned n, int timeout)
 {
-	posix_spawnattr_t		 attr;
-	posix_spawn_file_actions_t	 fa;
-	sigset_t			 def;
-	struct pollfd			 pfd[2];
-	char				 drain[64];
-	char				*argv[6];
-	pid_t				 pid, w;
-	int				 status = -1, r;
+	struct pollfd	set[8];
+	unsigned	i, m = 0;
+	int		r;
 
-	argv[0] = (char *)"sh";
-	argv[1] = (char *)"-c";
-	argv[2] = (char *)cmd;
-	argv[3] = (char *)"sh";
-	argv[4] = (char *)arg;
-	argv[5] = NULL;
-	posix_spawnattr_init(&attr);
-	posix_spawn_file_actions_init(&fa);
-	if (in_fd != -1)
-		posix_spawn_file_actions_adddup2(&fa, in_fd, STDIN_FILENO);
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	posix_spawnattr_setsigdefault(&attr, &def);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+	/* (int): a Windows SOCKET is unsigned, and fits (transport.h). */
+	for (i = 0; i < n && m < sizeof set / sizeof set[0]; i++) {
+		pfd[i].revents = 0;
+		if ((int)pfd[i].fd != -1)
+			set[m++] = pfd[i];
+	}
+	r = transport_poll(set, m, timeout);
+	for (i = 0, m = 0; r > 0 && i < n && m < sizeof set / sizeof set[0];
+	    i++) {
+		if ((int)pfd[i].fd != -1)
+			pfd[i].revents = set[m++].revents;
+	}
+	return r;
+}
+
+/*
+ * Runs a person's program with the terminal (what: CONSOLE_RUN_EDITOR on
+ * the file arg, or CONSOLE_RUN_PAGER reading in_fd). The socket is read
+ * meanwhile and output held until it ends; name says what it is in
+ * messages. Returns its exit status (128 + N for signal N), or -1 if it
+ * could not be run.
+ */
+int
+gbr_run_child(int what, const char *prog, const char *arg, int in_fd,
+    const char *name)
+{
+	struct console_child	*child;
+	struct pollfd		 pfd[2];
+	char			*cause;
+	int			 status = -1;
+
 	gbr_paste_mode(0);
-	fflush(stdout);
-	r = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	if (r != 0) {
+	if (console_child_start(what, prog, arg, in_fd, &child, &cause) != 0) {
 		gbr_paste_mode(1);
-		gbr_say("! cannot run the %s: %s\n", what, strerror(r));
+		gbr_say("! cannot run the %s: %s\n", name, cause);
+		free(cause);
 		return -1;
 	}
 	G.in_editor = 1;
-	for (;;) {
-		if ((w = waitpid(pid, &status, WNOHANG)) == pid)
-			break;
-		if (w == -1 && errno != EINTR) {
-			status = -1;
-			break;
-		}
+	while (!console_child_done(child, &status)) {
 		pfd[0].fd = G.cl != NULL && !G.need_reconnect ? client_fd(G.cl) : -1;
 		pfd[0].events = POLLIN;
-		pfd[1].fd = gbr_sigpipe[0];
+		pfd[1].fd = G.wake_fd;
 		pfd[1].events = POLLIN;
-		if (poll(pfd, 2, 100) > 0) {
+		if (gbr_poll(pfd, 2, 100) > 0) {
 			if (pfd[1].revents & POLLIN)
-				while (read(gbr_sigpipe[0], drain, sizeof drain) > 0)
-					;
+				console_catch_drain();
 			if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
 				gbr_drain();
 		}
@@ -368,38 +327,28 @@ gbr_run_child(const char *cmd, const char *arg, int in_fd, const char *what)
 	if (G.defer_lost > 0)
 		gbr_say("%s* %zu bytes of output were left out while the %s "
 		    "ran (/history shows the messages)%s\n",
-		    render_color(&G.rd, "dim"), G.defer_lost, what,
+		    render_color(&G.rd, "dim"), G.defer_lost, name,
 		    render_color(&G.rd, "reset"));
 	free(G.defer);
 	G.defer = NULL;
 	G.defer_len = G.defer_lost = 0;
-	if (status != -1 && WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);	/* as a shell says it */
-	if (status == -1 || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	return status;
 }
 
 /*
- * Runs $VISUAL, else $EDITOR, else vi on file, with the terminal.
- * Returns the editor's exit status, or -1.
+ * Runs $VISUAL, else $EDITOR, else the system's editor on file, with the
+ * terminal. Returns the editor's exit status, or -1.
  */
 int
 gbr_run_editor(const char *file)
 {
 	const char	*ed = getenv("VISUAL");
-	char		*cmd;
-	int		 status;
 
 	if (ed == NULL || *ed == '\0')
 		ed = getenv("EDITOR");
 	if (ed == NULL || *ed == '\0')
-		ed = "vi";
-	/* As git does: the variable may hold arguments, so a shell reads it. */
-	cmd = xasprintf("%s \"$1\"", ed);
-	status = gbr_run_child(cmd, file, -1, "editor");
-	free(cmd);
-	return status;
+		ed = console_default_editor();
+	return gbr_run_child(CONSOLE_RUN_EDITOR, ed, file, -1, "editor");
 }
 
 /* A file name suffix for the editor (".ini" for x.ini), or "". */
@@ -425,56 +374,37 @@ gbr_edit_suffix(const char *path, char *buf, size_t size)
 	return buf;
 }
 
-/* The terminal is readable: one key for libedit. */
+/* The terminal is readable: a key, maybe the end of a line. */
 void
 gbr_stdin_tty(void)
 {
-	HistEvent	 hev;
-	const char	*buf;
-	char		*line, *text, *left = NULL;
-	int		 count = 0, block;
+	struct console_line	 in;
+	char			*line, *text, *left = NULL;
+	int			 block, r;
 
-	if (gbr_key_enter_swallowed())
-		return;
-	buf = el_gets(G.el, &count);
-	/* Input was pushed back into libedit: it is read now. */
-	while (G.read_again) {
-		G.read_again = 0;
-		buf = el_gets(G.el, &count);
-	}
-	if (G.paste_lost > 0) {
+	r = console_edit_read(&in);
+	if (in.lost > 0)
 		gbr_say("! a paste of over %d bytes was left out (%zu bytes too "
 		    "many): /run or a file is the way for that much\n",
-		    GBR_LINE_MAX, G.paste_lost);
-		G.paste_lost = 0;
-	}
-	if (buf == NULL || count <= 0)
-		return;
-	if (count == 1 && buf[0] == 4) {	/* Ctrl-D on an empty line */
+		    GBR_LINE_MAX, in.lost);
+	if (r == CONSOLE_EOF) {		/* Ctrl-D on an empty line */
 		if (G.block != NULL)
 			return;		/* not with lines held: Ctrl-C drops them */
-		el_set(G.el, EL_UNBUFFERED, 0);
+		console_edit_off();
 		G.editing = 0;
-		fputc('\n', stdout);
+		console_write("\n", 1);
 		G.leave = 1;
 		return;
 	}
-	/* a, d, e, s at the question answer it at once: as if Enter followed. */
-	if (gbr_answer_key(buf, count)) {
-		el_push(G.el, "\r");
-		buf = el_gets(G.el, &count);
-		if (buf == NULL || count <= 0)
-			return;
-	}
-	if (buf[count - 1] != '\n' && buf[count - 1] != '\r')
+	if (r != CONSOLE_LINE)
 		return;
-	line = xstrdup(buf);
-	block = G.nl_key;
-	G.nl_key = 0;
-	el_set(G.el, EL_UNBUFFERED, 0);
+	line = in.text;
+	block = in.block;
+	free(G.paste_rest);
+	G.paste_rest = in.rest;
+	console_edit_off();
 	G.editing = 0;
 	G.out_col = 0;
-	line[strcspn(line, "\r\n")] = '\0';
 	if (block)
 		left = gbr_block_line(line);
 	else if (G.ask == ASK_NONE && (text = gbr_block_take(line)) != NULL) {
@@ -484,12 +414,12 @@ gbr_stdin_tty(void)
 		/* Answers to a question are not worth recalling. */
 		if (line[strspn(line, " \t")] != '\0' && (G.ask == ASK_NONE ||
 		    line[strspn(line, " \t")] == '/'))
-			history(G.hist, &hev, H_ENTER, line);
+			console_history_add(line);
 		gbr_line(line);
 	}
 	free(line);
 	if (!G.leave) {
-		el_set(G.el, EL_UNBUFFERED, 1);
+		console_edit_on();
 		G.editing = 1;
 		gbr_ask_update();	/* gives back a line put aside */
 		if (left != NULL)
@@ -508,7 +438,7 @@ gbr_stdin_plain(void)
 
 	if (G.ibuf == NULL)
 		G.ibuf = xmalloc(GBR_LINE_MAX + 1);
-	n = read(STDIN_FILENO, G.ibuf + G.ilen, GBR_LINE_MAX - G.ilen);
+	n = console_input_read(G.ibuf + G.ilen, GBR_LINE_MAX - G.ilen);
 	if (n < 0) {
 		if (errno != EINTR && errno != EAGAIN)
 			G.ieof = 1;
@@ -544,7 +474,6 @@ gbr_stdin_plain(void)
 void
 gbr_interrupt(void)
 {
-	const LineInfo	*li;
 	long long	 now = gbr_now_ms();
 	json_t		*res;
 	int		 n;
@@ -578,12 +507,8 @@ gbr_interrupt(void)
 		G.leave = 1;
 		return;
 	}
-	li = el_line(G.el);
-	if (G.editing && li->lastchar > li->buffer) {
-		/* Like a shell: drop the half-typed line. */
-		el_set(G.el, EL_UNBUFFERED, 0);
-		printf("^C\n");
-		el_set(G.el, EL_UNBUFFERED, 1);
+	if (G.editing && console_drop_line()) {
+		/* Like a shell: the half-typed line was dropped. */
 		G.last_int_ms = 0;
 		return;
 	}
@@ -596,56 +521,33 @@ gbr_interrupt(void)
 	    "/detach also leave)\n");
 }
 
-static struct termios	gbr_tty_orig;
-
-/* At exit: the terminal as the shell left it (el_end restores ours). */
-static void
-gbr_tty_restore(void)
+/* What the prompt asks, for the line editor. */
+static int
+gbr_asking(void *arg)
 {
-	(void)tcsetattr(STDIN_FILENO, TCSANOW, &gbr_tty_orig);
+	(void)arg;
+	if (G.ask == ASK_DECISION)
+		return CONSOLE_ASK_KEYS;
+	return G.ask == ASK_NONE ? CONSOLE_ASK_NONE : CONSOLE_ASK_LINE;
 }
 
-/*
- * From the start, before the daemon answers: the terminal stops mapping
- * CR to NL, so that an Enter typed while gbr connects is still an Enter
- * when the editor reads it, not the Ctrl-J that ends a line unsent. The
- * shell's settings come back at exit.
- */
-void
-gbr_tty_early(void)
-{
-	struct termios	t;
-
-	if (tcgetattr(STDIN_FILENO, &gbr_tty_orig) != 0)
-		return;
-	t = gbr_tty_orig;
-	t.c_iflag &= ~(tcflag_t)(ICRNL | INLCR);
-	if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0)
-		(void)atexit(gbr_tty_restore);
-}
-
-/* Sets up libedit and the input history file. */
+/* Sets up the line editor and the input history file. */
 void
 gbr_editor(void)
 {
-	HistEvent	 hev;
-	char		*state;
+	/*
+	 * At a question, a, d (then the reason) and s answer it at once,
+	 * without Enter. Not e: an editor that opened on one stray key
+	 * would take the Enter that may follow it.
+	 */
+	static const struct console_ops	 ops = {
+		gbr_prompt, gbr_asking, "adsADS", NULL
+	};
+	char				*state;
 
-	setlocale(LC_CTYPE, "");
-	G.hist = history_init();
-	history(G.hist, &hev, H_SETSIZE, GBR_HISTORY_LINES);
-	history(G.hist, &hev, H_SETUNIQUE, 1);
 	state = paths_state_dir(NULL);
-	if (state != NULL && access(state, W_OK) == 0) {
+	if (state != NULL && access(state, W_OK) == 0)
 		G.histfile = xasprintf("%s/gbr_history", state);
-		history(G.hist, &hev, H_LOAD, G.histfile);
-	}
 	free(state);
-	G.el = el_init("gbr", stdin, stdout, stderr);
-	el_set(G.el, EL_EDITOR, "emacs");
-	el_set(G.el, EL_PROMPT, gbr_prompt);
-	el_set(G.el, EL_HIST, history, G.hist);
-	el_set(G.el, EL_SIGNAL, 0);
-	gbr_input_keys(G.el);
-	el_source(G.el, NULL);
+	console_edit_open(&ops, G.histfile);
 }

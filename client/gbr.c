@@ -7,9 +7,10 @@
  * turns and from every other terminal attached to the same session.
  *
  * This file owns main, the program's state (G), the connection (calls,
- * events, reconnecting and catching up) and the one poll(2) loop, which
- * multiplexes the terminal, the daemon's socket and a self-pipe for
- * signals. The terminal and the editor are gbr-term.c's, approvals
+ * events, reconnecting and catching up) and the one poll loop, which
+ * multiplexes the terminal, the daemon's socket and what wakes it for a
+ * key that is not a line (platform/console.h: a self-pipe for signals on
+ * Unix). The terminal and the editor are gbr-term.c's, approvals
  * gbr-approvals.c's, the /commands gbr-cmds.c's (gbr-int.h says what they
  * share).
  *
@@ -22,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,13 +31,13 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "console.h"
 #include "gbr-int.h"
 #include "paths.h"
 #include "render.h"
 #include "xmalloc.h"
 
 struct gbr			 G;
-int				 gbr_sigpipe[2] = { -1, -1 };
 volatile sig_atomic_t		 gbr_got_int, gbr_got_hup, gbr_got_winch;
 
 static void	gbr_event(const json_t *);
@@ -83,21 +83,19 @@ gbr_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Signal handler: note it and wake the loop. */
+/*
+ * A key or the terminal's fate, from console_catch (on Unix in a signal
+ * handler): note it; the console wakes the loop.
+ */
 static void
-gbr_signal(int sig)
+gbr_signal(int what)
 {
-	int	saved = errno;
-	char	c = 0;
-
-	if (sig == SIGINT)
+	if (what == CONSOLE_SIG_INT)
 		gbr_got_int = 1;
-	else if (sig == SIGWINCH)
+	else if (what == CONSOLE_SIG_WINCH)
 		gbr_got_winch = 1;
 	else
 		gbr_got_hup = 1;
-	(void)!write(gbr_sigpipe[1], &c, 1);
-	errno = saved;
 }
 
 /*
@@ -665,30 +663,17 @@ gbr_resync(void)
 	json_decref(res);
 }
 
-/* Sets up signals: handlers with SA_RESTART, woken through a pipe. */
+/* Catches Ctrl-C, a closed terminal and a new size; exits if it cannot. */
 static void
 gbr_signals(void)
 {
-	struct sigaction	sa;
-	int			i;
+	char	*cause;
 
-	if (pipe(gbr_sigpipe) != 0) {
-		perror("gbr: pipe");
+	if ((G.wake_fd = console_catch(gbr_signal, &cause)) == -1) {
+		fprintf(stderr, "gbr: %s\n", cause);
+		free(cause);
 		exit(1);
 	}
-	for (i = 0; i < 2; i++) {
-		fcntl(gbr_sigpipe[i], F_SETFL, O_NONBLOCK);
-		fcntl(gbr_sigpipe[i], F_SETFD, FD_CLOEXEC);
-	}
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = gbr_signal;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGWINCH, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 }
 
 /* The main loop. */
@@ -696,8 +681,7 @@ static void
 gbr_loop(void)
 {
 	struct pollfd	pfd[3];
-	char		drain[64];
-	int		n, timeout;
+	int		n, timeout, held;
 
 	while (!G.leave) {
 		if (gbr_got_hup) {
@@ -718,28 +702,30 @@ gbr_loop(void)
 		if (G.ieof && G.sent_turn <= G.ended_turn && G.ntools == 0 &&
 		    G.nqueue == 0)
 			break;
-		pfd[0].fd = G.ieof ? -1 : STDIN_FILENO;
+		pfd[0].fd = G.ieof ? -1 : G.in_fd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = G.cl != NULL ? client_fd(G.cl) : -1;
 		pfd[1].events = POLLIN;
-		pfd[2].fd = gbr_sigpipe[0];
+		pfd[2].fd = G.wake_fd;
 		pfd[2].events = POLLIN;
 		timeout = G.running && G.editing && G.ask == ASK_NONE ?
 		    GBR_SPIN_MS : -1;
 		if (G.waiting)
 			timeout = 1000;	/* looks for a gbrd each second */
-		n = poll(pfd, 3, timeout);
+		/* Input the console took while output was written: read it now. */
+		if ((held = G.editing && console_edit_held()))
+			timeout = 0;
+		n = gbr_poll(pfd, 3, timeout);
 		if (n == 0 && G.waiting)
 			G.need_reconnect = 1;
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n > 0 && (pfd[2].revents & POLLIN))
-			while (read(gbr_sigpipe[0], drain, sizeof drain) > 0)
-				;
+			console_catch_drain();
 		if (gbr_got_winch) {
 			gbr_got_winch = 0;
 			if (G.editing) {
-				el_resize(G.el);
+				console_resize();
 				gbr_redraw();
 			}
 		}
@@ -754,8 +740,10 @@ gbr_loop(void)
 				gbr_stdin_tty();
 			else
 				gbr_stdin_plain();
-		}
-		if (n == 0 && G.running && G.editing && G.ask == ASK_NONE) {
+		} else if (held && !G.leave && G.editing)
+			gbr_stdin_tty();
+		if (n == 0 && !held && G.running && G.editing &&
+		    G.ask == ASK_NONE) {
 			G.spin++;
 			gbr_redraw();
 		}
@@ -842,7 +830,6 @@ main(int argc, char **argv)
 	};
 	const char	*socket_flag = NULL, *name = NULL, *epoch;
 	char		*cause, cname[64];
-	HistEvent	 hev;
 	int		 ch, unreachable, list = 0, dir_given, show = -1;
 	char		*end;
 	long		 n;
@@ -880,16 +867,22 @@ main(int argc, char **argv)
 		    strerror(errno));
 		return 2;
 	}
-	G.tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+	G.tty = console_is_terminal();
 	if (G.tty)
-		gbr_tty_early();
+		console_early();
 	/* A script gets only what its lines produce, unless it asks. */
 	G.show = show >= 0 ? show : G.tty ? GBR_SHOW_MESSAGES : 0;
 	G.rd.out = stdout;
-	G.rd.color = render_want_color(STDOUT_FILENO);
+	G.rd.color = render_want_color(STDOUT_FILENO) && console_colors();
 	G.rd.quiet_local = 1;
 	G.socket = paths_socket(socket_flag);
 	gbr_signals();
+	if ((G.in_fd = console_input_fd(&cause)) == -1) {
+		fprintf(stderr, "gbr: %s\n", cause);
+		free(cause);
+		free(G.socket);
+		return 1;
+	}
 
 	snprintf(cname, sizeof cname, "gbr/%s", PACKAGE_VERSION);
 	if ((G.cl = client_connect(G.socket, CLIENT_AUTOSTART, cname, &cause,
@@ -930,7 +923,7 @@ main(int argc, char **argv)
 		    render_color(&G.rd, "dim"), G.label + 4, G.env,
 		    render_color(&G.rd, "reset"));
 		gbr_editor();
-		el_set(G.el, EL_UNBUFFERED, 1);
+		console_edit_on();
 		G.editing = 1;
 		gbr_paste_mode(1);
 	}
@@ -941,17 +934,14 @@ main(int argc, char **argv)
 		gbr_paste_mode(0);
 		gbr_block_clear();
 		if (G.editing) {
-			el_set(G.el, EL_UNBUFFERED, 0);
+			console_edit_off();
 			if (!G.hangup)
-				fputc('\n', stdout);
+				console_write("\n", 1);
 		}
 		G.editing = 0;
-		if (G.histfile != NULL)
-			history(G.hist, &hev, H_SAVE, G.histfile);
-		el_end(G.el);
-		history_end(G.hist);
+		console_edit_close(G.histfile);
 		if (!G.hangup && G.out_col > 0)
-			fputc('\n', stdout);
+			console_write("\n", 1);
 	}
 	if (G.cl != NULL && G.session != NULL) {
 		/* Detaching is what closing the connection does too; say it anyway. */

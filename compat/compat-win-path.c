@@ -204,6 +204,41 @@ mkdtemp(char *template)
 	return NULL;
 }
 
+/* mkstemps(3): XXXXXX from rand_s, before the suffix; made with O_EXCL. */
+int
+mkstemps(char *template, int suffixlen)
+{
+	static const char	 chars[] = "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	size_t			 len, end, i;
+	unsigned int		 r;
+	int			 tries, fd;
+
+	len = strlen(template);
+	if (suffixlen < 0 || (size_t)suffixlen > len ||
+	    len - (size_t)suffixlen < 6 ||
+	    strncmp(template + len - suffixlen - 6, "XXXXXX", 6) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	end = len - (size_t)suffixlen;
+	for (tries = 0; tries < 100; tries++) {
+		for (i = end - 6; i < end; i++) {
+			if (rand_s(&r) != 0) {
+				errno = EIO;
+				return -1;
+			}
+			template[i] = chars[r % (sizeof chars - 1)];
+		}
+		fd = compat_open(template, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+		    0600);
+		if (fd != -1 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
 /* fchmodat(2): fchmod of what dirfd/path names (not following a link). */
 int
 fchmodat(int dirfd, const char *path, mode_t mode, int flags)

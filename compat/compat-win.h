@@ -260,6 +260,11 @@ char	*compat_fd_path(int);
 #define fopen(p, m)	compat_fopen(p, m)
 FILE	*compat_fopen(const char *, const char *);
 char	*mkdtemp(char *);
+/*
+ * mkstemps(3) as the BSDs and glibc have it: XXXXXX before a suffix of
+ * suffixlen bytes, a new file (O_EXCL) opened for reading and writing.
+ */
+int	 mkstemps(char *, int);
 #ifndef X_OK
 #define X_OK	0	/* Windows has no execute bit: existence */
 #endif

@@ -6,7 +6,8 @@
  * fresh folder from mkdtemp: openat beneath a folder fd, O_CREAT|O_EXCL,
  * O_DIRECTORY, "." and "..", file identity (st_dev, st_ino) and hard
  * links, renameat over an open file, unlinkat, the folder listing with a
- * UTF-8 name, remove and nftw, I/O at offsets, flock, realpath, the UTF-8 environment,
+ * UTF-8 name, remove and nftw, I/O at offsets, flock, mkstemps, realpath,
+ * the UTF-8 environment,
  * memmem and strcasestr, and links where the system lets the test make
  * one (a check that cannot run says "skip" and why). Built on compat/,
  * it also checks the rules compat-win.h adds (streams refused, names
@@ -554,6 +555,35 @@ check_io(void)
 	close(fd);
 }
 
+/* mkstemps: a new file named from the template, its suffix kept. */
+static void
+check_mkstemps(void)
+{
+	char	path[1100];
+	size_t	len;
+	int	fd, fd2;
+
+	snprintf(path, sizeof path, "%s/t-XXXXXX.ini", tmp);
+	fd = mkstemps(path, 4);
+	len = strlen(path);
+	CHECK(fd != -1 && strstr(path, "XXXXXX") == NULL && len > 4 &&
+	    strcmp(path + len - 4, ".ini") == 0,
+	    "mkstemps fills the X and keeps the suffix (%s)", path);
+	CHECK(fd != -1 && write(fd, "x", 1) == 1, "the file is open for writing");
+	errno = 0;
+	fd2 = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(fd2 == -1 && errno == EEXIST, "and it exists");
+	if (fd2 != -1)
+		close(fd2);
+	if (fd != -1)
+		close(fd);
+	CHECK(unlink(path) == 0, "it is removed");
+	snprintf(path, sizeof path, "%s/t-XXXXX.ini", tmp);
+	errno = 0;
+	CHECK(mkstemps(path, 4) == -1 && errno == EINVAL,
+	    "five X before the suffix: EINVAL");
+}
+
 /* realpath, getcwd and chdir, fopen, access. */
 static void
 check_paths(void)
@@ -878,6 +908,7 @@ main(void)
 	check_dir();
 	check_walk();
 	check_io();
+	check_mkstemps();
 	check_paths();
 	check_env_strings();
 	check_links();
