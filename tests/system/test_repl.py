@@ -780,14 +780,17 @@ def test_what_is_shown_cannot_lie(make_daemon, terms, aws):
     t.keys("Enter")
     t.wait(r"denied: run_command \$ echo")
     assert answer_of(c, rid)["error"]["data"]["kind"] == "denied"
-    # A path with invisible characters, and a diff with terminal escapes.
-    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/a\u200bb\u2060.ini",
-                                        "content": "x\x1b]0;pwned\x07\n\u202egood\n"})
+    # A diff with terminal escapes and a right-to-left override. (A path
+    # with invisible characters is refused before any human is asked:
+    # test_tools.py's one-meaning cases.)
+    c, rid = ask(d, sid, "write_file", {"path": ".gbr_envs/ab.ini",
+                                        "content": "x\x1b]0;pwned\x07\n\u202egood\n\u200bz\n"})
     s = t.wait(QUESTION)
-    assert "write_file .gbr_envs/a\\u{200B}b\\u{2060}.ini" in s
+    assert "write_file .gbr_envs/ab.ini" in s
     assert "+x\\u{001B}]0;pwned\\u{0007}" in s
     assert "+\\u{202E}good" in s
-    assert "\u200b" not in s and "\u2060" not in s and "\u202e" not in s
+    assert "+\\u{200B}z" in s
+    assert "\u200b" not in s and "\u202e" not in s
     t.type("d no")
     t.keys("Enter")
     t.wait(r"denied: write_file")
