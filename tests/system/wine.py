@@ -189,12 +189,15 @@ class WinConn:
         return False
 
     def close(self):
+        """Ends the connection: pipecat keeps reading the pipe after its
+        input ends (to read the answers), so it is ended itself, which
+        closes its end of the pipe."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
         try:
-            self.proc.wait(10)
+            self.proc.wait(1)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
