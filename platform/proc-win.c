@@ -152,11 +152,58 @@ proc_command_line(char *const argv[])
 	return line;
 }
 
+/*
+ * Starts app with command line cmd, no window, its standard error ours
+ * (so that what it says of a failed start reaches the person who ran
+ * us) and nothing else inherited: the handle list holds that one handle
+ * alone, so a gbrd started this way keeps no pipe of ours open after it
+ * returns. Falls back to inheriting nothing where the list cannot be made.
+ */
+static BOOL
+proc_create_with_stderr(wchar_t *app, wchar_t *cmd, PROCESS_INFORMATION *pi)
+{
+	STARTUPINFOEXW	 si;
+	HANDLE		 err = GetStdHandle(STD_ERROR_HANDLE), dup = NULL;
+	SIZE_T		 size = 0;
+	BOOL		 ok = FALSE, listed = FALSE;
+
+	memset(&si, 0, sizeof si);
+	si.StartupInfo.cb = sizeof si;
+	if (err != NULL && err != INVALID_HANDLE_VALUE &&
+	    DuplicateHandle(GetCurrentProcess(), err, GetCurrentProcess(), &dup,
+	    0, TRUE, DUPLICATE_SAME_ACCESS)) {
+		InitializeProcThreadAttributeList(NULL, 1, 0, &size);
+		si.lpAttributeList = xmalloc(size);
+		listed = InitializeProcThreadAttributeList(si.lpAttributeList, 1,
+		    0, &size) && UpdateProcThreadAttribute(si.lpAttributeList, 0,
+		    PROC_THREAD_ATTRIBUTE_HANDLE_LIST, &dup, sizeof dup, NULL, NULL);
+	}
+	if (listed) {
+		si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+		si.StartupInfo.hStdError = dup;
+		ok = CreateProcessW(app, cmd, NULL, NULL, TRUE,
+		    EXTENDED_STARTUPINFO_PRESENT | CREATE_NO_WINDOW |
+		    CREATE_UNICODE_ENVIRONMENT, NULL, NULL, &si.StartupInfo, pi);
+	}
+	if (si.lpAttributeList != NULL) {
+		DeleteProcThreadAttributeList(si.lpAttributeList);
+		free(si.lpAttributeList);
+	}
+	if (dup != NULL)
+		CloseHandle(dup);
+	if (!listed) {
+		memset(&si, 0, sizeof si);
+		si.StartupInfo.cb = sizeof si.StartupInfo;
+		ok = CreateProcessW(app, cmd, NULL, NULL, FALSE, CREATE_NO_WINDOW |
+		    CREATE_UNICODE_ENVIRONMENT, NULL, NULL, &si.StartupInfo, pi);
+	}
+	return ok;
+}
+
 /* Runs a program and waits for its exit status. */
 int
 proc_spawn_wait(char *const argv[], char **cause)
 {
-	STARTUPINFOW		 si;
 	PROCESS_INFORMATION	 pi;
 	wchar_t			*app = NULL, *cmd;
 	char			*line, *why;
@@ -178,10 +225,7 @@ proc_spawn_wait(char *const argv[], char **cause)
 		*cause = xasprintf("cannot start %s: bad name", argv[0]);
 		return -1;
 	}
-	memset(&si, 0, sizeof si);
-	si.cb = sizeof si;
-	ok = CreateProcessW(app, cmd, NULL, NULL, FALSE,
-	    CREATE_NO_WINDOW | CREATE_UNICODE_ENVIRONMENT, NULL, NULL, &si, &pi);
+	ok = proc_create_with_stderr(app, cmd, &pi);
 	free(app);
 	free(cmd);
 	if (!ok) {

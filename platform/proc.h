@@ -26,7 +26,7 @@ void	 proc_start_unlock(void);
  * Runs argv[0] (searched in PATH when it names no folder) with argv and
  * waits for it to exit. Unix: posix_spawn, without the variables a service
  * manager gave this process; Windows: CreateProcessW with no window, and
- * nothing inherited. Returns the exit status (0 to 255), or -1 with *cause
+ * only our standard error inherited. Returns the exit status (0 to 255), or -1 with *cause
  * when it could not be run or did not exit normally.
  */
 int	 proc_spawn_wait(char *const argv[], char **cause);
