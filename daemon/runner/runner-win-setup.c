@@ -13,8 +13,9 @@
  * Job object is refused: osdep-win.h). What does not: where a command
  * writes. gbr has no write confinement on Windows yet (a restricted
  * token, a low integrity level or an AppContainer, which Wine could not
- * test either), so runner_unconfined says so, and daemon.status says so,
- * unless gbrd.conf accepts the risk ([exec] accept_risks = writes).
+ * test either), so runner_unconfined says so, daemon.status says so, and
+ * the policy asks a human before each command in full autonomy, unless
+ * gbrd.conf accepts the risk ([exec] accept_risks = writes).
  *
  * Wine. Wine 8 keeps the Job object's membership, its kill and its
  * KILL_ON_JOB_CLOSE, but ignores the limits on active processes, memory
@@ -38,8 +39,9 @@
 
 #define RW_UNCONFINED "commands are not confined to the workspace on this " \
 	"platform: a command can write anywhere your account can (your " \
-	"files, gbrd's state and config), and read your secrets. To accept " \
-	"the risk: gbrd.conf [exec] accept_risks = writes"
+	"files, gbrd's state and config), and read your secrets; in full " \
+	"autonomy each command asks a human first. To run them without " \
+	"asking, accept the risk in gbrd.conf: [exec] accept_risks = writes"
 
 /* The version of Wine under us, or NULL on Windows itself. */
 static const char *
@@ -221,7 +223,7 @@ runner_status_json(void)
 	    "no_control_channel", "peer check: a pipe client in a run's Job "
 		"object is refused",
 	    "writes_confined", rw.unconfined == NULL ? "accepted risk" :
-		"no",
+		"no: full autonomy asks a human before each command",
 	    "nothing_outlives_a_run", ok ? "job object" : "refused",
 	    "protected_paths", "checked after each command (not locked "
 		"while it runs)",
@@ -255,10 +257,12 @@ runner_status_json(void)
 		"max_per_session", (json_int_t)rw.max_per_key,
 	    "started", (json_int_t)rw.started,
 	    "killed", (json_int_t)rw.killed);
-	json_object_set_new(o, "write_confinement", json_pack("{s:b, s:s}",
-	    "active", 0,
+	json_object_set_new(o, "write_confinement", json_pack("{s:b, s:s, "
+	    "s:s}", "active", 0,
 	    "why_not", "gbr has no restricted token, integrity level or "
-		"AppContainer for commands yet"));
+		"AppContainer for commands yet",
+	    "full_autonomy", rw.unconfined != NULL ? "asks a human before "
+		"each command" : "runs commands (accept_risks = writes)"));
 	json_object_set_new(o, "control_channel", json_pack("{s:s, s:I}",
 	    "wall", "the pipe's listener refuses a client in a run's Job "
 		"object (IsProcessInJob)",

@@ -229,8 +229,8 @@ int		 runner_namespaces(void);
  * gbrd.conf accepts that it is not ([exec] accept_risks = writes); else
  * why not (borrowed). Unix never runs a command whose writes are not
  * confined (runner_refusal says so instead), so there it is NULL. Where
- * it is not NULL (Windows), commands run anyway, and daemon.status says
- * so.
+ * it is not NULL (Windows), commands run anyway, and the policy asks a
+ * human before each one in full autonomy (policy.c).
  */
 const char	*runner_unconfined(void);
 /*

@@ -6,7 +6,8 @@ while a command runs, the timeout and the end of a command killing every
 process it started, gbrd's death killing them too, the output cap and the
 flood kill, the environment's allow-list, command_not_found and
 interpreter_not_found, cmd scripts and batch files, PowerShell where there
-is one, and the pipe's wall (a command cannot drive gbrd).
+is one, the pipe's wall (a command cannot drive gbrd), and full autonomy
+asking a human before each command since writes are not confined.
 
 What only real Windows can show, and these tests therefore measure and
 accept under Wine (saying so): the Job object's limits on active
@@ -14,7 +15,7 @@ processes, committed memory and CPU time (Wine 8 takes them and enforces
 none; daemon.status says so), and PowerShell (Wine's powershell.exe is a
 stub that runs nothing). No write confinement is built (no restricted
 token, integrity level or AppContainer: Wine enforces none of them, so
-none could be tested here); the tests check that gbrd says so.
+none could be tested here); the tests check that gbrd says so and asks.
 
 Skips, saying why, without a Windows build (GBR_WIN_BUILD_DIR) or Wine."""
 import json
@@ -396,6 +397,47 @@ def test_status_says_what_holds_and_what_does_not(win_daemon):
     # The text form says it too.
     out = d.ctl("status").stdout
     assert "commands are not confined to the workspace on this platform" in out
+
+
+def test_full_autonomy_asks_before_each_command(win_daemon, ws):
+    profile(ws, "[env]\nautonomy = full\n")
+    d = win_daemon()
+    c, sid = session(d, ws)
+    rid = c.request("tool.call", {"session": sid, "tool": "run_command",
+                                  "args": {"argv": ["cmd", "/c", "echo ran"]}})
+    event = None
+    while event is None:
+        m = c.recv()
+        assert m.get("id") != rid, "ran without a human: %r" % m
+        if m.get("method") == "event" and \
+                m["params"]["type"] == "approval.requested":
+            event = m["params"]
+    a = event["approval"]
+    assert a["why"] == "unconfined" and "echo ran" in a["command"], a
+    assert "write confinement" in a["effect"], a
+    r = d.conn().call("approval.resolve", {"id": a["id"], "decision": "approve"})
+    assert "result" in r, r
+    while True:
+        m = c.recv()
+        if m.get("id") == rid:
+            break
+    assert m["result"]["result"]["stdout"] == "ran\r\n", m
+    # Supervised autonomy (the default) runs it; the person watches.
+    profile(ws, "[env]\nautonomy = supervised\n", name="sup")
+    c2, sid2 = session(d, ws, env="sup")
+    assert result(c2, sid2, "run_command", {
+        "argv": ["cmd", "/c", "echo ok"]})["stdout"] == "ok\r\n"
+
+
+def test_accepting_the_risk_runs_full_autonomy_without_asking(win_daemon, ws):
+    profile(ws, "[env]\nautonomy = full\n")
+    d = win_daemon(config="[exec]\naccept_risks = writes\n")
+    rn = d.ctl_json("status")["security"]["runner"]
+    assert "accept" in rn["writes"] and \
+        rn["invariants"]["writes_confined"] == "accepted risk"
+    c, sid = session(d, ws)
+    assert result(c, sid, "run_command", {
+        "argv": ["cmd", "/c", "echo ok"]})["stdout"] == "ok\r\n"
 
 
 def test_job_object_limits_as_wine_keeps_them(win_daemon, ws):
