@@ -465,3 +465,35 @@ def test_queueing_and_cancel(win_daemon, ws):
     assert r["stdout"] == "second\r\n", r
     while c2.recv().get("id") != rid:
         pass
+
+
+def test_check_and_its_diagnostics(win_daemon, ws):
+    profile(ws, '[env]\ncheck_command = cmd /c "echo src/main.c:3:7: error: bad & '
+                'exit /b 1"\n')
+    d = win_daemon()
+    c, sid = session(d, ws)
+    r = result(c, sid, "check", {})
+    assert r["ok"] is False and r["exit_code"] == 1, r
+    assert r["command"][0] == "cmd", r
+    diag = r["diagnostics"]
+    assert diag and diag[0]["file"] == "src/main.c" and diag[0]["line"] == 3 \
+        and diag[0]["column"] == 7, diag
+
+
+def test_shutdown_ends_running_commands(win_daemon, ws):
+    d = win_daemon()
+    c, sid = session(d, ws)
+    marker = os.path.join(ws, "after-shutdown.txt")
+    c.request("tool.call", {"session": sid, "tool": "run_command", "args": {
+        "argv": ["cmd", "/c", "%s spawn 3000 %s& %s sleep 30000" % (
+            winp(RUNCHILD), winp(marker), winp(RUNCHILD))],
+        "timeout_ms": 60000}})
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if d.ctl_json("status")["security"]["runner"]["children"]["running"] == 1:
+            break
+        time.sleep(0.1)
+    t0 = time.time()
+    assert d.shutdown(timeout=30) == 0
+    assert time.time() - t0 < 15
+    assert wait_absent(marker, 5), "a command's child outlived gbrd's shutdown"
