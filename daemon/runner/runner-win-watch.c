@@ -213,6 +213,25 @@ rw_watch_free(struct rw_watch *w)
 	free(w);
 }
 
+/*
+ * The run's first process has ended: its code goes in the END frame, and
+ * the rest of the run goes with it, and with it every handle of the
+ * pipes a process of the Job object held. Returns the drain's deadline.
+ */
+static ULONGLONG
+rw_exited(struct rw_watch *w, struct rw_end *e)
+{
+	DWORD	code;
+
+	if (GetExitCodeProcess(w->proc, &code)) {
+		e->code = code;
+		e->flags |= RW_END_CODE;
+	}
+	(void)TerminateJobObject(w->job, RW_KILL_CODE);
+	rw_close_io(&w->in, &w->ov_in, &w->writing);
+	return GetTickCount64() + RW_DRAIN_MS;
+}
+
 /* The watcher thread (see the top of this file). */
 static unsigned __stdcall
 rw_watch_main(void *arg)
@@ -224,7 +243,7 @@ rw_watch_main(void *arg)
 	}		 end;
 	HANDLE		 set[4];
 	int		 what[4], n, i, k, first = 0, exited = 0;
-	DWORD		 r, code, wait = INFINITE;
+	DWORD		 r, wait = INFINITE;
 	ULONGLONG	 deadline = 0, now;
 
 	memset(&end, 0, sizeof end);
@@ -258,6 +277,15 @@ rw_watch_main(void *arg)
 		}
 		if (n == 0)
 			break;		/* both pipes ended after the exit */
+		/*
+		 * A pipe that never rests (a grandchild flooding it) would
+		 * win every wait: the process is looked at each time too.
+		 */
+		if (!exited && WaitForSingleObject(w->proc, 0) == WAIT_OBJECT_0) {
+			exited = 1;
+			deadline = rw_exited(w, &end.e);
+			continue;
+		}
 		if (exited) {
 			now = GetTickCount64();
 			if (now >= deadline)
@@ -284,18 +312,7 @@ rw_watch_main(void *arg)
 			break;
 		case 3:
 			exited = 1;
-			if (GetExitCodeProcess(w->proc, &code)) {
-				end.e.code = code;
-				end.e.flags |= RW_END_CODE;
-			}
-			/*
-			 * The rest of the run goes with its first process,
-			 * and with it every handle of the pipes a process of
-			 * the Job object held.
-			 */
-			(void)TerminateJobObject(w->job, RW_KILL_CODE);
-			rw_close_io(&w->in, &w->ov_in, &w->writing);
-			deadline = GetTickCount64() + RW_DRAIN_MS;
+			deadline = rw_exited(w, &end.e);
 			break;
 		}
 	}

@@ -497,3 +497,19 @@ def test_shutdown_ends_running_commands(win_daemon, ws):
     assert d.shutdown(timeout=30) == 0
     assert time.time() - t0 < 15
     assert wait_absent(marker, 5), "a command's child outlived gbrd's shutdown"
+
+
+def test_a_grandchild_holding_the_pipe_does_not_hold_the_command(win_daemon, ws):
+    """The first process ends while a child it left still writes and holds
+    the pipe: the command ends then, with its exit code, the child killed
+    with it (test_runner.py's grandchild case, on Windows)."""
+    d = win_daemon()
+    c, sid = session(d, ws)
+    t0 = time.time()
+    r = result(c, sid, "run_script", {"language": "cmd", "code":
+                                      "start /b %s flood 500000 30000\n"
+                                      "ping -n 3 127.0.0.1 >NUL\nexit /b 5" %
+                                      winp(RUNCHILD), "timeout_ms": 60000})
+    assert r["exit_code"] == 5 and r["timed_out"] is False, r
+    assert r["stdout_bytes"] == 500000, r["stdout_bytes"]
+    assert time.time() - t0 < 20

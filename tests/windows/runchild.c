@@ -9,7 +9,9 @@
  *   runchild procs N MS    starts N copies of "runchild sleep MS"; prints
  *                          how many started; exit 0 if all, 3 if not
  *   runchild sleep MS      sleeps
- *   runchild flood BYTES   writes BYTES bytes of 'x' to stdout
+ *   runchild flood BYTES [MS]
+ *                          writes BYTES bytes of 'x' to stdout, then
+ *                          sleeps MS ms (holding stdout open)
  *   runchild late MS FILE  sleeps, then creates FILE (a marker: a child
  *                          killed before MS never writes it)
  *   runchild spawn MS FILE starts "runchild late MS FILE" and exits at once
@@ -95,6 +97,9 @@ main(int argc, char **argv)
 		for (i = 0; i < n; i += (long)sizeof buf)
 			fwrite(buf, 1, n - i < (long)sizeof buf ?
 			    (size_t)(n - i) : sizeof buf, stdout);
+		fflush(stdout);
+		if (argc >= 4)
+			Sleep((DWORD)strtol(argv[3], NULL, 10));
 		return 0;
 	}
 	if (argc >= 4 && strcmp(argv[1], "late") == 0) {
