@@ -513,3 +513,22 @@ def test_a_grandchild_holding_the_pipe_does_not_hold_the_command(win_daemon, ws)
     assert r["exit_code"] == 5 and r["timed_out"] is False, r
     assert r["stdout_bytes"] == 500000, r["stdout_bytes"]
     assert time.time() - t0 < 20
+
+
+def test_protected_paths_are_put_back_after_a_command(win_daemon, ws):
+    """Nothing locks them while a command runs on Windows, but the check
+    after it puts back what it changed, as on Linux without namespaces."""
+    profile(ws, "[env]\nprotected_files = keep.toml\n")
+    with open(os.path.join(ws, "keep.toml"), "w") as f:
+        f.write("v1\n")
+    d = win_daemon()
+    c, sid = session(d, ws)
+    r = call(c, sid, "run_command", {"argv": [
+        "cmd", "/c", "echo evil> .gbr_envs\\evil.ini& echo v2> keep.toml"]})
+    res = r.get("result", {}).get("result") or r["error"]["data"]
+    changes = {ch["path"].rsplit("/ws/", 1)[-1]: ch
+               for ch in res["protected_changes"]}
+    assert changes[".gbr_envs/evil.ini"]["change"] == "created", res
+    assert changes["keep.toml"]["restored"] is True, res
+    assert not os.path.exists(os.path.join(ws, ".gbr_envs", "evil.ini"))
+    assert open(os.path.join(ws, "keep.toml")).read() == "v1\n"
