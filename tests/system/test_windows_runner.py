@@ -247,6 +247,7 @@ def test_output_cap_and_flood(win_daemon, ws):
     # Past twice the cap (at least 1 MiB more) it is killed like a timeout.
     r = call(c, sid, "run_command", {"argv": [RUNW, "flood", "200000000"]})
     res = r.get("result", {}).get("result") or r["error"]["data"]
+    assert "output_limited" in res, (r, d.log()[-3000:])
     assert res["output_limited"] is True and res["truncated"] is True, res
     assert len(res["stdout"]) == 1024 and res["signal"] == "SIGKILL", res
     assert res["stdout_bytes"] < 200000000
