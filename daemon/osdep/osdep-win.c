@@ -7,17 +7,29 @@
  * A named pipe client's identity is read by the listener itself
  * (listen-win.c, from the client process's token) when it connects, so
  * osdep_peer_cred has nothing to read from a descriptor here and fails
- * closed. osdep_peer_in_run answers 0: gbrd runs no agent command on
- * Windows yet (the runner refuses them), so no peer can come from one.
+ * closed. osdep_peer_in_run tells a client that an agent's command
+ * started by the Job objects the runner registers (osdep-win.h): every
+ * process of a command is in its command's Job object.
  */
 #include "gbr-config.h"
 
 #include <bcrypt.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cpu.h"
 #include "osdep.h"
+#include "osdep-win.h"
+#include "xmalloc.h"
+
+/*
+ * The register of the runs' Job objects: a small array (the runner caps
+ * the runs at once), under a lock since it may be read from any thread.
+ */
+static SRWLOCK	  osdep_jobs_lock = SRWLOCK_INIT;
+static HANDLE	 *osdep_jobs;
+static unsigned	  osdep_njobs, osdep_jobs_cap;
 
 /* No credentials can be read from a descriptor here: fails closed. */
 int
@@ -27,11 +39,98 @@ osdep_peer_cred(int fd, uid_t *uid, pid_t *pid)
 	return -1;
 }
 
-/* No agent command runs on Windows yet: none can be the peer. */
+/* Registers a run's Job object. */
+void
+osdep_jobs_add(HANDLE job)
+{
+	AcquireSRWLockExclusive(&osdep_jobs_lock);
+	if (osdep_njobs == osdep_jobs_cap) {
+		osdep_jobs_cap = osdep_jobs_cap == 0 ? 16 : osdep_jobs_cap * 2;
+		osdep_jobs = xreallocarray(osdep_jobs, osdep_jobs_cap,
+		    sizeof *osdep_jobs);
+	}
+	osdep_jobs[osdep_njobs++] = job;
+	ReleaseSRWLockExclusive(&osdep_jobs_lock);
+}
+
+/* Forgets a run's Job object. */
+void
+osdep_jobs_remove(HANDLE job)
+{
+	unsigned	i;
+
+	AcquireSRWLockExclusive(&osdep_jobs_lock);
+	for (i = 0; i < osdep_njobs; i++) {
+		if (osdep_jobs[i] == job) {
+			osdep_jobs[i] = osdep_jobs[--osdep_njobs];
+			break;
+		}
+	}
+	ReleaseSRWLockExclusive(&osdep_jobs_lock);
+}
+
+/* Whether a process is in one of the runs' Job objects. */
+int
+osdep_jobs_hold(HANDLE process)
+{
+	unsigned	i;
+	BOOL		in;
+	int		r = 0;
+
+	AcquireSRWLockShared(&osdep_jobs_lock);
+	for (i = 0; i < osdep_njobs && r == 0; i++) {
+		if (!IsProcessInJob(process, osdep_jobs[i], &in))
+			r = -1;
+		else if (in)
+			r = 1;
+	}
+	ReleaseSRWLockShared(&osdep_jobs_lock);
+	return r;
+}
+
+/* Job objects registered now. */
+unsigned
+osdep_jobs_count(void)
+{
+	unsigned	n;
+
+	AcquireSRWLockShared(&osdep_jobs_lock);
+	n = osdep_njobs;
+	ReleaseSRWLockShared(&osdep_jobs_lock);
+	return n;
+}
+
+/*
+ * Whether the pipe client pid was started by an agent's command: it is
+ * in the Job object of a run. A client that cannot be opened any more is
+ * treated as one (as on Unix: a peer gone already could have handed its
+ * end of the pipe on, and its number may be another process's by now),
+ * and so is one whose membership cannot be told.
+ */
 int
 osdep_peer_in_run(int fd, pid_t pid)
 {
-	return 0;
+	HANDLE	proc;
+	int	r;
+
+	/*
+	 * No run, no process of one: a Job object's processes all end with
+	 * its command (the runner kills the whole Job object), and nothing
+	 * leaves one.
+	 */
+	if (pid <= 0 || osdep_jobs_count() == 0)
+		return 0;
+	/*
+	 * Windows' IsProcessInJob takes the limited right; Wine 8 wants the
+	 * full one (measured: ERROR_ACCESS_DENIED otherwise).
+	 */
+	if ((proc = OpenProcess(PROCESS_QUERY_INFORMATION, FALSE,
+	    (DWORD)pid)) == NULL && (proc = OpenProcess(
+	    PROCESS_QUERY_LIMITED_INFORMATION, FALSE, (DWORD)pid)) == NULL)
+		return 1;
+	r = osdep_jobs_hold(proc);
+	CloseHandle(proc);
+	return r != 0;
 }
 
 /* How the listener identifies a named pipe's client. */

@@ -309,6 +309,23 @@ runner_namespaces(void)
 	return rn_ns_active();
 }
 
+/* Unconfined writes are refused here (rn_policy), never run: none. */
+const char *
+runner_unconfined(void)
+{
+	return NULL;
+}
+
+/* A Unix program needs nothing of the environment to start. */
+const char *const *
+runner_env_needed(size_t *n)
+{
+	static const char *const none[] = { NULL };
+
+	*n = 0;
+	return none;
+}
+
 /* Takes the hidden files (at start only: they do not change on reload). */
 static void
 rn_set_hide(const struct runner_config *cfg)

@@ -224,6 +224,21 @@ long		 runner_job_pid(const struct runner_job *);
 const char	*runner_refusal(void);
 /* 1 if commands run with their own pid and mount namespaces. */
 int		 runner_namespaces(void);
+/*
+ * NULL if what commands write is confined to their roots here, or
+ * gbrd.conf accepts that it is not ([exec] accept_risks = writes); else
+ * why not (borrowed). Unix never runs a command whose writes are not
+ * confined (runner_refusal says so instead), so there it is NULL. Where
+ * it is not NULL (Windows), commands run anyway, and the policy asks a
+ * human before each one in full autonomy (policy.c).
+ */
+const char	*runner_unconfined(void);
+/*
+ * The variables of gbrd's environment that this system's programs need to
+ * run at all, which the run tools pass on beside their allow-list
+ * (Windows: SystemRoot, ComSpec, PATHEXT, ...; Unix: none). Borrowed.
+ */
+const char *const *runner_env_needed(size_t *n);
 
 /* Jobs running and queued now. */
 unsigned	 runner_running(void);

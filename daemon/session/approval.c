@@ -77,6 +77,7 @@ const char *const ap_whys[AP_NWHYS] = {
 	[APPROVAL_WHY_ENV_DIR] = "env_dir",
 	[APPROVAL_WHY_COMMAND_CHANGE] = "command_change",
 	[APPROVAL_WHY_WRITE_PROTECTED] = "write_protected",
+	[APPROVAL_WHY_UNCONFINED] = "unconfined",
 };
 
 const char *const ap_decisions[AP_NDECISIONS] = {

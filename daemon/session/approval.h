@@ -72,6 +72,9 @@ enum approval_why {
 	APPROVAL_WHY_WRITE_PROTECTED,		/* "write_protected": a command
 						   that asks to write protected
 						   paths */
+	APPROVAL_WHY_UNCONFINED,		/* "unconfined": a command in full
+						   autonomy where its writes are
+						   not confined (runner.h) */
 };
 
 enum approval_decision {

@@ -19,9 +19,10 @@
  *               an approved call is checked again when it runs;
  *        ask:   a write under .gbr_envs/ (always, whatever the autonomy
  *               or a grant says), a protected path, an ask_commands match,
- *               and in supervised autonomy a tool named in ask_tools;
- *               a session grant (approval.h) turns the last three into
- *               allow;
+ *               in supervised autonomy a tool named in ask_tools, and in
+ *               full autonomy every command where nothing confines its
+ *               writes (runner_unconfined: Windows); a session grant
+ *               (approval.h) turns all but the first into allow;
  *        allow: everything else.
  *   4. An "ask" creates an approval (approval.h): it is durable in the disk
  *      log before anyone hears of it, the session goes to

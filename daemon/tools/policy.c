@@ -15,6 +15,7 @@
 #include "diff.h"
 #include "env.h"
 #include "policy.h"
+#include "runner.h"
 #include "sandbox.h"
 #include "tool.h"
 #include "tool-file.h"
@@ -29,6 +30,20 @@
 	"it is protected); never .gbr_envs or the read-only roots"
 #define POLICY_CHANGE_EFFECT "a command changed this file; gbrd put it " \
 	"back as it was: approving writes the command's version"
+#define POLICY_UNCONFINED_EFFECT "if approved, this command runs without " \
+	"write confinement: it can write anywhere your account can"
+
+/*
+ * True if a command must ask because nothing confines its writes here
+ * (runner_unconfined: Windows, unless gbrd.conf accepts the risk) and
+ * full autonomy would otherwise run it unseen. In supervised autonomy a
+ * person watches the session and ask_tools decides, as everywhere.
+ */
+static int
+policy_unconfined(const struct env *env)
+{
+	return env_autonomy(env) == ENV_FULL && runner_unconfined() != NULL;
+}
 
 /* True if read-only autonomy refuses def: it writes or runs, and is not check. */
 static int
@@ -288,6 +303,11 @@ policy_run(const struct env *env, const char *tool, json_t *args,
 	}
 	if (ask)
 		d->effect = POLICY_RUN_EFFECT;
+	else if (policy_unconfined(env)) {
+		ask = 1;
+		d->why = POLICY_WHY_UNCONFINED;
+		d->effect = POLICY_UNCONFINED_EFFECT;
+	}
 	tool_run_strv_free(argv);
 	return ask;
 }
@@ -439,6 +459,12 @@ policy_command(const struct env *env, const struct tool_def *def,
 		    "(ask_commands: %s)", argv[0], pat);
 		if (data != NULL)
 			*data = policy_command_data(pat, argv);
+		return POLICY_ASK;
+	}
+	if (!approved && policy_unconfined(env)) {
+		*kind = GBR_ERR_NEEDS_APPROVAL;
+		*reason = xasprintf("'%s' needs a human's approval: %s",
+		    argv[0], runner_unconfined());
 		return POLICY_ASK;
 	}
 	return POLICY_ALLOW;

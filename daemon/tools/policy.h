@@ -3,8 +3,9 @@
  * (DESIGN.md 4; toolcall.h gives the order). This is the one place that
  * decides. Its functions are pure: they look at the environment, the
  * sandbox (a file tool's path is resolved, nothing is written), the tool
- * and its arguments, and say what the rules make of them; recording,
- * asking and running are the callers'.
+ * and its arguments, and whether this system confines what commands
+ * write (runner_unconfined), and say what the rules make of them;
+ * recording, asking and running are the callers'.
  *
  * Three callers, one set of rules:
  *   - policy_decide, before a call (toolcall.c): deny, ask or allow;
@@ -41,6 +42,8 @@ enum policy_why {
 	POLICY_WHY_ENV_DIR,		/* .gbr_envs: always, never granted */
 	POLICY_WHY_COMMAND_CHANGE,	/* what a command changed, proposed */
 	POLICY_WHY_WRITE_PROTECTED,	/* a command asks to write protected paths */
+	POLICY_WHY_UNCONFINED,		/* a command in full autonomy, and its
+					   writes are not confined here */
 };
 
 /* policy_decide's flags */

@@ -1,6 +1,7 @@
 /*
  * What a child starts with besides its rights: its environment (an
- * allow-list of our variables, never one that looks like a secret, and
+ * allow-list of our variables, never one that looks like a secret, the
+ * ones the system's programs need to run at all (runner_env_needed), and
  * TMPDIR) and its session's temp space under the private temp folder,
  * which goes with the session. Also the refusal of an allowed root that
  * would let a command reach gbrd's own folders.
@@ -83,18 +84,25 @@ tr_build_env(const struct tool_run_ctx *ctx, const char *stmp,
 {
 	static const char *const base[] = { TR_BASE_ENV };
 	const struct agentcache_var *cv;
+	const char *const *need;
 	char		**v = NULL, **p, *sub;
 	const char	*val;
-	size_t		  n = 0, i, ncv;
+	size_t		  n = 0, i, ncv, nneed;
 
 	cv = agentcache_vars(&ncv);
-	v = xcalloc(sizeof base / sizeof base[0] + ncv + 128 + 6, sizeof *v);
+	need = runner_env_needed(&nneed);
+	v = xcalloc(sizeof base / sizeof base[0] + nneed + ncv + 128 + 6,
+	    sizeof *v);
 	for (i = 0; i < sizeof base / sizeof base[0]; i++) {
 		if ((val = getenv(base[i])) != NULL)
 			v[n++] = xasprintf("%s=%s", base[i], val);
 		else if (strcmp(base[i], "PATH") == 0)
 			v[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
 	}
+	/* What the system's programs need to run at all (none on Unix). */
+	for (i = 0; i < nneed; i++)
+		if ((val = getenv(need[i])) != NULL)
+			v[n++] = xasprintf("%s=%s", need[i], val);
 	/*
 	 * No update checks: they call home from every command and put
 	 * notices in what the model reads.
@@ -107,7 +115,8 @@ tr_build_env(const struct tool_run_ctx *ctx, const char *stmp,
 		v[n++] = tr_env_fmt(cv[i].name, cv[i].fmt, sub);
 		free(sub);
 	}
-	for (p = tr.pass_env; p != NULL && *p != NULL && n < 64 + 9; p++)
+	for (p = tr.pass_env; p != NULL && *p != NULL &&
+	    n < 64 + 9 + nneed; p++)
 		if (tool_run_env_name_ok(*p) && !tr_env_has(v, n, *p) &&
 		    strcmp(*p, "TMPDIR") != 0 && (val = getenv(*p)) != NULL)
 			v[n++] = xasprintf("%s=%s", *p, val);

@@ -31,19 +31,28 @@ tool_run_strv_free(char **v)
 char **
 tool_run_script_argv(const char *language, const char *code)
 {
-	char	**argv = xcalloc(4, sizeof *argv);
+	static const char *const python[] = { "python3", "-c", NULL };
+	static const char *const node[] = { "node", "-e", NULL };
+	/* /d: no AutoRun commands from the registry; /q: echo off. */
+	static const char *const cmd[] = { "cmd", "/d", "/q", "/c", NULL };
+	static const char *const ps[] = { "powershell", "-NoLogo",
+	    "-NoProfile", "-NonInteractive", "-Command", NULL };
+	static const char *const sh[] = { "sh", "-c", NULL };
+	const char *const	*w = sh;
+	char			**argv = xcalloc(8, sizeof *argv);
+	size_t			  i;
 
-	if (language != NULL && strcmp(language, "python") == 0) {
-		argv[0] = xstrdup("python3");
-		argv[1] = xstrdup("-c");
-	} else if (language != NULL && strcmp(language, "node") == 0) {
-		argv[0] = xstrdup("node");
-		argv[1] = xstrdup("-e");
-	} else {
-		argv[0] = xstrdup("sh");
-		argv[1] = xstrdup("-c");
-	}
-	argv[2] = xstrdup(code != NULL ? code : "");
+	if (language != NULL && strcmp(language, "python") == 0)
+		w = python;
+	else if (language != NULL && strcmp(language, "node") == 0)
+		w = node;
+	else if (language != NULL && strcmp(language, "cmd") == 0)
+		w = cmd;
+	else if (language != NULL && strcmp(language, "powershell") == 0)
+		w = ps;
+	for (i = 0; w[i] != NULL; i++)
+		argv[i] = xstrdup(w[i]);
+	argv[i] = xstrdup(code != NULL ? code : "");
 	return argv;
 }
 

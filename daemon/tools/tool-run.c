@@ -44,8 +44,9 @@ struct tr_state		tr;
 
 static const char tr_script_schema[] =
     "{\"type\":\"object\",\"properties\":{"
-    "\"language\":{\"type\":\"string\",\"enum\":[\"python\",\"node\",\"sh\"],"
-    "\"description\":\"python (python3), node or sh\"},"
+    "\"language\":{\"type\":\"string\",\"enum\":[\"python\",\"node\",\"sh\","
+    "\"cmd\",\"powershell\"],\"description\":\"python (python3), node, sh, "
+    "or on Windows cmd or powershell\"},"
     "\"code\":{\"type\":\"string\",\"description\":\"The program text "
     "(at most 120 KiB)\"},"
     "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400000,"
@@ -75,8 +76,9 @@ static const char tr_check_schema[] =
     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
 
 static const struct tool_def tr_defs[] = {
-	{ "run_script", "Run a short Python, Node.js or shell script in the "
-	    "workspace, with a time limit; returns its exit code and output.",
+	{ "run_script", "Run a short Python, Node.js or shell script (on "
+	    "Windows also cmd or PowerShell) in the workspace, with a time "
+	    "limit; returns its exit code and output.",
 	    tr_script_schema, 0, 1, 0, NULL },
 	{ "run_command", "Run a program with arguments (an argument vector, "
 	    "no shell) in the workspace, with a time limit; returns its exit "

@@ -149,9 +149,10 @@ long		 tool_run_job_pid(const struct tool_run *);
  */
 char		**tool_run_split(const char *line, const char **reason);
 /*
- * What a script runs as: python3 -c CODE, node -e CODE or sh -c CODE for
- * language python, node or anything else (NULLs read as sh and ""). A
- * new vector, as above.
+ * What a script runs as: python3 -c CODE, node -e CODE, cmd /d /q /c CODE,
+ * powershell -NoLogo -NoProfile -NonInteractive -Command CODE, or sh -c
+ * CODE for language python, node, cmd, powershell or anything else (NULLs
+ * read as sh and ""). A new vector, as above.
  */
 char		**tool_run_script_argv(const char *language, const char *code);
 void		 tool_run_strv_free(char **);

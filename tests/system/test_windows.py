@@ -90,8 +90,9 @@ def test_hello_and_status_over_the_pipe(win_daemon):
     assert sec["listener"]["kind"] == "named pipe"
     assert sec["listener"]["dacl"] == "owner only"
     assert sec["listener"]["remote_clients"] == "rejected"
-    assert sec["runner"]["commands"] == "unavailable"
-    assert "confine" in sec["runner"]["refusal"]
+    assert sec["runner"]["commands"] == "allowed"
+    assert sec["runner"]["writes"].startswith(
+        "commands are not confined to the workspace on this platform")
     # A second client sees another epoch only after a restart.
     assert d.conn().hello["epoch"] == c.hello["epoch"]
 
@@ -175,9 +176,9 @@ def test_file_tools_through_tool_call_and_their_sandbox(win_daemon, ws, root):
             break
     assert m["error"]["data"]["kind"] == "denied", m
     assert not os.path.exists(os.path.join(ws, ".gbr_envs", "default.ini"))
-    # Commands are refused, naming why.
-    r = tool(c, sid, "run_command", {"argv": ["cmd", "/c", "echo hi"]})
-    assert r["error"]["data"]["kind"] == "unavailable"
+    # Commands run (in a Job object: test_windows_runner.py says more).
+    r = tool_ok(c, sid, "run_command", {"argv": ["cmd", "/c", "echo hi"]})
+    assert r["stdout"] == "hi\r\n" and r["exit_code"] == 0, r
 
 
 def test_attach_after_seq_from_two_clients(win_daemon, ws):

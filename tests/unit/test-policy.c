@@ -3,7 +3,8 @@
  * one profile per case: deny (read-only autonomy, deny_commands, a path
  * the sandbox refuses), ask (ask_commands, write_protected, ask_tools in
  * supervised autonomy, protected paths, .gbr_envs, a command's change
- * proposed again) and allow, at each of the three entry points.
+ * proposed again, a command in full autonomy where writes are not
+ * confined) and allow, at each of the three entry points.
  */
 #include "gbr-config.h"
 
@@ -19,6 +20,7 @@
 
 #include "env.h"
 #include "policy.h"
+#include "runner.h"
 #include "sandbox.h"
 #include "tool.h"
 #include "unit.h"
@@ -161,7 +163,9 @@ test_commands(void)
 {
 	struct policy_decision	 d;
 	struct sandbox		*sb;
-	struct env		*e = profile("cmds", "autonomy = full\n"
+	/* Supervised: full autonomy asks for every command where writes
+	 * are not confined (test_unconfined). */
+	struct env		*e = profile("cmds", "autonomy = supervised\n"
 				    "deny_commands = sudo *\n"
 				    "ask_commands = git push *\n", &sb);
 	enum gbr_err		 kind;
@@ -240,6 +244,50 @@ test_ask_tools(void)
 	env_unref(e);
 }
 
+/*
+ * Full autonomy asks before each command where this system does not
+ * confine their writes (runner_unconfined: Windows), and nowhere else;
+ * each system checks its own answer.
+ */
+static void
+test_unconfined(void)
+{
+	struct policy_decision	 d;
+	struct sandbox		*sb;
+	struct env		*e = profile("unconf", "autonomy = full\n", &sb);
+	enum gbr_err		 kind;
+	int			 asks = runner_unconfined() != NULL;
+
+	CHECK(decide(e, sb, &t_command, "{\"argv\":[\"make\"]}", 0, &d) ==
+	    (asks ? POLICY_ASK : POLICY_ALLOW) && (!asks ||
+	    (d.why == POLICY_WHY_UNCONFINED && d.effect != NULL &&
+	    strcmp(d.command, "make") == 0)), asks ? "full, unconfined: a "
+	    "command asks, showing its line" : "full, confined: a command runs");
+	policy_decision_release(&d);
+	CHECK(decide(e, sb, &t_script, "{\"language\":\"sh\",\"code\":"
+	    "\"true\"}", 0, &d) == (asks ? POLICY_ASK : POLICY_ALLOW),
+	    "full: a script as a command");
+	policy_decision_release(&d);
+	CHECK(decide(e, sb, &t_read, "{\"path\":\"a.txt\"}", 0, &d) ==
+	    POLICY_ALLOW, "full: a read never asks for it");
+	policy_decision_release(&d);
+	CHECK(command(e, &t_command, 0, &kind, NULL, "make", NULL) ==
+	    (asks ? POLICY_ASK : POLICY_ALLOW) && (!asks ||
+	    kind == GBR_ERR_NEEDS_APPROVAL), "command: unapproved in full");
+	CHECK(command(e, &t_command, 1, &kind, NULL, "make", NULL) ==
+	    POLICY_ALLOW, "command: approved in full runs");
+	CHECK(command(e, &t_check, 0, &kind, NULL, "make", NULL) ==
+	    POLICY_ALLOW, "command: check does not ask");
+	sandbox_free(sb);
+	env_unref(e);
+	e = profile("unconf-sup", "autonomy = supervised\n", &sb);
+	CHECK(decide(e, sb, &t_command, "{\"argv\":[\"make\"]}", 0, &d) ==
+	    POLICY_ALLOW, "supervised: a command runs (a person watches)");
+	policy_decision_release(&d);
+	sandbox_free(sb);
+	env_unref(e);
+}
+
 /* Protected paths and .gbr_envs ask with a diff; the sandbox denies. */
 static void
 test_files(void)
@@ -292,6 +340,7 @@ main(void)
 		return 99;
 	test_read_only();
 	test_commands();
+	test_unconfined();
 	test_ask_tools();
 	test_files();
 	nftw(ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -1,6 +1,6 @@
 /*
  * Unit tests for the pure parts of the run tools (tool-run.h): splitting a
- * check_command without a shell, the command patterns of deny_commands
+ * check_command without a shell, what each script language runs as, the command patterns of deny_commands
  * and ask_commands (and the wrappers they look through), the variables a
  * child may get, the JSON form of output bytes, the diagnostics check
  * returns, signal names, and gbrd.conf's [exec] section. The runner's
@@ -79,6 +79,41 @@ test_split(void)
 	CHECK(split_refused("echo x\\"), "split: trailing backslash refused");
 	CHECK(split_refused("   "), "split: nothing refused");
 	CHECK(split_refused("a\nb"), "split: a newline refused");
+}
+
+/* True if a script's argument vector is want, then the code. */
+static int
+script_is(const char *lang, const char *const *want)
+{
+	char	**v = tool_run_script_argv(lang, "CODE");
+	size_t	  i;
+	int	  ok = 1;
+
+	for (i = 0; ok && want[i] != NULL; i++)
+		ok = v[i] != NULL && strcmp(v[i], want[i]) == 0;
+	ok = ok && v[i] != NULL && strcmp(v[i], "CODE") == 0 && v[i + 1] == NULL;
+	tool_run_strv_free(v);
+	return ok;
+}
+
+static void
+test_script_argv(void)
+{
+	static const char *const py[] = { "python3", "-c", NULL };
+	static const char *const node[] = { "node", "-e", NULL };
+	static const char *const sh[] = { "sh", "-c", NULL };
+	static const char *const cmd[] = { "cmd", "/d", "/q", "/c", NULL };
+	static const char *const ps[] = { "powershell", "-NoLogo", "-NoProfile",
+	    "-NonInteractive", "-Command", NULL };
+
+	CHECK(script_is("python", py), "script: python3 -c CODE");
+	CHECK(script_is("node", node), "script: node -e CODE");
+	CHECK(script_is("sh", sh), "script: sh -c CODE");
+	CHECK(script_is(NULL, sh), "script: no language is sh");
+	CHECK(script_is("cmd", cmd), "script: cmd /d /q /c CODE (no AutoRun, "
+	    "echo off)");
+	CHECK(script_is("powershell", ps), "script: powershell without a "
+	    "profile or prompts");
 }
 
 static void
@@ -343,6 +378,7 @@ int
 main(void)
 {
 	test_split();
+	test_script_argv();
 	test_wildcard();
 	test_match();
 	test_env_names();
