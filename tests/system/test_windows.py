@@ -309,9 +309,9 @@ def test_killed_while_appending_loses_nothing_acknowledged(win_daemon, how):
     stop = threading.Event()
 
     def writer(k):
-        c = d.conn()
         i = 0
         try:
+            c = d.conn()
             while not stop.is_set():
                 data = {"w": k, "i": i, "pad": "x" * (i % 300)}
                 r = append(c, data)
