@@ -1092,7 +1092,7 @@ def test_messages_typed_during_a_turn_are_queued(make_daemon, terms, ws):
     """A message typed while a turn ran was refused ("a turn is running");
     it is queued, shown as queued, and sent when the turn ends. Ctrl-C
     clears the queue with the turn."""
-    d = make_daemon(env={"GBR_TEST_TURN_MS": "1500"})
+    d = make_daemon(env={"GBR_TEST_TURN_MS": "3000"})
     env = dict(d.env)
     env.pop("GBR_TEST_TURN_MS", None)
     t = terms("queue", env, ws)
@@ -1109,10 +1109,12 @@ def test_messages_typed_during_a_turn_are_queued(make_daemon, terms, ws):
     t.wait(r"queued \(2 waiting\)")
     assert wait_for(lambda: [m["content"] for m in d.ctl_json("history", sid)[
         "messages"] if m["role"] == "user"] == ["first one", "second one",
-                                                "third one"], timeout=20)
-    assert wait_for(lambda: sessions(d)[0]["state"] == "idle", timeout=20)
-    t.wait(r"> third one\n(.*\n)*.*no_provider", timeout=20)
-    # Ctrl-C cancels the turn and clears what waits.
+                                                "third one"], timeout=40)
+    assert wait_for(lambda: sessions(d)[0]["state"] == "idle", timeout=40)
+    t.wait(r"> third one\n(.*\n)*.*no_provider", timeout=40)
+    # Ctrl-C cancels the turn and clears what waits. The turn lasts 3 s so
+    # that a loaded machine still presses it before the turn ends (seen in
+    # CI with 1.5 s: the turn ended first and sent the queued message).
     t.type("fourth one")
     t.keys("Enter")
     t.wait(r"\d+\.\ds>")
@@ -1121,7 +1123,7 @@ def test_messages_typed_during_a_turn_are_queued(make_daemon, terms, ws):
     t.wait(r"queued \(1 waiting\)")
     t.keys("C-c")
     t.wait(r"1 queued message cleared")
-    t.wait(r"^gbr:%s>\s*$" % sid, timeout=20)
+    t.wait(r"^gbr:%s>\s*$" % sid, timeout=40)
     time.sleep(2)
     users = [m["content"] for m in d.ctl_json("history", sid)["messages"]
              if m["role"] == "user"]
