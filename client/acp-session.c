@@ -125,7 +125,7 @@ acp_session_new(struct acp *a, json_t *id, json_t *params)
 	acp_call(a, ACP_D_CREATE, NULL, id, "session.create", p);
 }
 
-/* session/load: an open gbr session, found by its id or name. */
+/* session/load: an open gbr session, found by its id. */
 void
 acp_session_load(struct acp *a, json_t *id, json_t *params)
 {
@@ -372,8 +372,8 @@ acp_load_found(struct acp *a, struct acp_call *c, json_t *res)
 	struct acp_call	*h;
 
 	json_array_foreach(json_object_get(res, "sessions"), i, v) {
-		if (mcp_streq(json_object_get(v, "id"), c->sess) ||
-		    mcp_streq(json_object_get(v, "name"), c->sess)) {
+		/* By id only: the editor goes on with the id it gave. */
+		if (mcp_streq(json_object_get(v, "id"), c->sess)) {
 			id = json_string_value(json_object_get(v, "id"));
 			ws = json_string_value(json_object_get(v, "workspace"));
 			break;

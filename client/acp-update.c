@@ -150,8 +150,9 @@ acp_unpatch(const char *after, const char *diff)
 		if (!in_hunk || len == 0)
 			continue;
 		if (line[0] == ' ' || line[0] == '+') {
-			/* A line of the new file: skip it there. */
-			if (*p == '\0')
+			/* A line of the new file: it must be there; skip it. */
+			if (*p == '\0' || strncmp(p, line + 1, len - 1) != 0 ||
+			    (p[len - 1] != '\n' && p[len - 1] != '\0'))
 				goto fail;
 			nl = strchr(p, '\n');
 			p += nl != NULL ? (size_t)(nl - p) + 1 : strlen(p);
