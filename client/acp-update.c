@@ -567,6 +567,14 @@ acp_event(struct acp *a, json_t *p)
 		    "kind")) : "error");
 	} else if (strcmp(type, "session.state") == 0) {
 		state = json_string_value(json_object_get(p, "state"));
+		if (state != NULL && strcmp(state, "running") == 0 &&
+		    s->ended_turn < json_integer_value(json_object_get(p,
+		    "turn"))) {
+			/* A new turn: an older turn's error is not its. */
+			free(s->ended_error);
+			free(s->ended_kind);
+			s->ended_error = s->ended_kind = NULL;
+		}
 		if (state == NULL || strcmp(state, "running") == 0 ||
 		    strcmp(state, "awaiting_approval") == 0)
 			return;

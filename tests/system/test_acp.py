@@ -216,6 +216,15 @@ def test_initialize(editor):
     assert e.init["agentInfo"]["name"] == "gbr"
 
 
+def test_workspace_option_overrides_the_cwd(gbrd, ws, editor, tmpdir_short):
+    other = os.path.join(tmpdir_short, "other")
+    os.makedirs(other)
+    e = editor(["--workspace", other])
+    sid = e.new_session(ws)
+    ss = gbrd.conn().call("session.list", {})["result"]["sessions"]
+    assert [(s["id"], s["workspace"]) for s in ss] == [(sid, os.path.realpath(other))]
+
+
 def test_prompt_streams_text_and_runs_tools(gbrd, fake, ws, editor):
     fake.push({"tool_calls": [
         {"name": "write_file", "args": {"path": "notes.txt", "content": "one\ntwo\n"}},
