@@ -73,4 +73,7 @@ int	ctl_run(struct ctl *, int, char **);
 /* ctl-mcp.c: gbrctl mcp, the MCP server over stdio. */
 int	ctl_mcp(struct ctl *, int, char **);
 
+/* ctl-acp.c: gbrctl acp, the Agent Client Protocol agent over stdio. */
+int	ctl_acp(struct ctl *, int, char **);
+
 #endif

@@ -105,6 +105,9 @@ static const struct cmd cmds[] = {
 	{ "mcp", "[--session S | --workspace DIR] [--env E]", "serve gbr's tools "
 	    "to an MCP client over stdio (starts gbrd if needed)",
 	    ctl_mcp, CMD_OWN_HELP, 0, 5 },
+	{ "acp", "[--workspace DIR] [--env E]", "be an Agent Client Protocol "
+	    "agent for an editor over stdio (starts gbrd if needed)",
+	    ctl_acp, CMD_OWN_HELP, 0, 5 },
 };
 
 /* Prints usage. */
