@@ -67,7 +67,6 @@ struct mcp_server {
 	int			 read_only;	/* the autonomy it started for */
 	enum mcp_state		 state;
 	struct runner_job	*job;		/* the process, or NULL */
-	long			 pid;
 	struct event		*timer;		/* start deadline, backoff, idle */
 	char			*out;		/* stdout's unfinished line */
 	size_t			 out_len, out_cap;
@@ -88,6 +87,7 @@ struct mcp_server {
 	json_t			*capabilities;
 	struct mcp_tool		*tools;
 	size_t			 ntools;
+	json_t			*raw_tools;	/* the last tools/list, whole */
 	int			 listed;	/* tools known (maybe from before) */
 	json_t			*skipped;	/* tools left out, and why */
 	char			*last_error;

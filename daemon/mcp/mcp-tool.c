@@ -33,6 +33,7 @@
 #include "clock.h"
 #include "escape.h"
 #include "log.h"
+#include "runner.h"
 #include "mcp-int.h"
 #include "xmalloc.h"
 
@@ -95,7 +96,10 @@ mcp_tools_set(struct mcp_server *srv, json_t *list)
 	size_t		 i, j;
 	int		 dup;
 
+	json_incref(list);
 	mcp_tools_free(srv);
+	json_decref(srv->raw_tools);
+	srv->raw_tools = list;
 	json_array_clear(srv->skipped);
 	srv->tools = xcalloc(json_array_size(list) + 1, sizeof *srv->tools);
 	allow = json_object_get(srv->conf, "tools");
@@ -577,8 +581,10 @@ mcp_server_json(struct mcp_session *ms, struct mcp_server *srv)
 	    "crashes", srv->crashes);
 	json_object_set(o, "command", json_object_get(srv->conf, "command"));
 	json_object_set(o, "url", json_object_get(srv->conf, "url"));
-	json_object_set_new(o, "pid", srv->job != NULL && srv->pid > 0 ?
-	    json_integer(srv->pid) : json_null());
+	/* The fork server's runs have no pid of ours to give. */
+	json_object_set_new(o, "pid", srv->job != NULL &&
+	    runner_job_pid(srv->job) > 0 ? json_integer(runner_job_pid(
+	    srv->job)) : json_null());
 	json_object_set_new(o, "protocol", srv->protocol != NULL ?
 	    json_string(srv->protocol) : json_null());
 	json_object_set_new(o, "server_info", srv->server_info != NULL ?

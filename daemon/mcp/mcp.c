@@ -103,7 +103,6 @@ mcp_server_new(struct mcp_session *ms, const char *name, json_t *conf,
 	srv->conf = json_deep_copy(conf);
 	srv->read_only = read_only;
 	srv->state = MCP_STOPPED;
-	srv->pid = -1;
 	srv->next_id = 1;
 	srv->skipped = json_array();
 	TAILQ_INIT(&srv->calls);
@@ -119,6 +118,7 @@ mcp_server_free(struct mcp_server *srv)
 {
 	event_free(srv->timer);
 	mcp_tools_free(srv);
+	json_decref(srv->raw_tools);
 	free(srv->name);
 	json_decref(srv->conf);
 	free(srv->out);
@@ -168,6 +168,27 @@ mcp_server_find(struct mcp_session *ms, const char *name)
 	return NULL;
 }
 
+/*
+ * True if two [mcp.NAME] objects run the same process: they differ at most
+ * in what gbr makes of its tools (ask, tools, deny_tools, timeout_ms,
+ * idle_ms), which applies without a restart.
+ */
+static int
+mcp_same_process(json_t *a, json_t *b)
+{
+	static const char *const keys[] = { "command", "args", "env", "url" };
+	size_t	i;
+	json_t	*x, *y;
+
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		x = json_object_get(a, keys[i]);
+		y = json_object_get(b, keys[i]);
+		if ((x == NULL) != (y == NULL) || (x != NULL && !json_equal(x, y)))
+			return 0;
+	}
+	return 1;
+}
+
 /* The session's state, following its profile (see the top of the file). */
 struct mcp_session *
 mcp_session_sync(const char *sid)
@@ -204,7 +225,16 @@ mcp_session_sync(const char *sid)
 		o = conf != NULL ? json_object_get(conf, srv->name) : NULL;
 		if (o == NULL)
 			mcp_server_detach(srv, "the profile no longer names it");
-		else if (!json_equal(o, srv->conf) || ro != srv->read_only)
+		else if (json_equal(o, srv->conf) && ro == srv->read_only)
+			continue;
+		else if (ro == srv->read_only && mcp_same_process(o,
+		    srv->conf)) {
+			/* Only what gbr makes of its tools changed. */
+			json_decref(srv->conf);
+			srv->conf = json_deep_copy(o);
+			if (srv->raw_tools != NULL)
+				mcp_tools_set(srv, srv->raw_tools);
+		} else
 			mcp_server_detach(srv, "the profile changed it");
 	}
 	if (conf != NULL) {
@@ -547,7 +577,6 @@ mcp_on_done(void *arg, const struct runner_result *r)
 	int			 i;
 
 	srv->job = NULL;
-	srv->pid = -1;
 	mcp_err_line(srv);
 	if (srv->err_dropped > 0)
 		log_info("mcp %s/%s: %llu stderr lines were not logged",
@@ -697,7 +726,6 @@ mcp_server_start(struct mcp_server *srv)
 	}
 	srv->starts++;
 	srv->started_ms = srv->used_ms = (int64_t)clock_mono_ms();
-	srv->pid = runner_job_pid(srv->job);
 	srv->state = MCP_STARTING;
 	srv->init_id = mcp_request(srv, "initialize", json_pack("{s:s, s:{}, "
 	    "s:{s:s, s:s}}", "protocolVersion", MCP_PROTOCOL_LATEST,
