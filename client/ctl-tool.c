@@ -11,6 +11,8 @@
 
 #include "client.h"
 #include "ctl.h"
+#include "escape.h"
+#include "render.h"
 #include "xmalloc.h"
 
 /* tool SESSION NAME [JSON-ARGS|-] */
@@ -53,19 +55,79 @@ ctl_tool(struct ctl *ctl, int argc, char **argv)
 int
 ctl_tools(struct ctl *ctl, int argc, char **argv)
 {
-	json_t	*res, *t;
-	size_t	 i;
-	int	 r;
+	json_t		*res, *t, *params = NULL;
+	const char	*d;
+	char		*name, *desc;
+	size_t		 i;
+	int		 r;
 
-	if ((r = ctl_call(ctl, "tool.list", NULL, &res)) != CTL_EXIT_OK)
+	/* With a session, its MCP servers' tools too (untrusted: escaped). */
+	if (argc > 0)
+		params = json_pack("{s:s}", "session", argv[0]);
+	if ((r = ctl_call(ctl, "tool.list", params, &res)) != CTL_EXIT_OK)
 		return r;
 	if (ctl->json)
 		ctl_print_json(res);
 	else {
-		json_array_foreach(json_object_get(res, "tools"), i, t)
-			printf("%-16s %s\n", json_string_value(json_object_get(t,
-			    "name")), json_string_value(json_object_get(t,
-			    "description")));
+		json_array_foreach(json_object_get(res, "tools"), i, t) {
+			d = json_string_value(json_object_get(t, "description"));
+			name = render_escape(json_string_value(json_object_get(t,
+			    "name")) != NULL ? json_string_value(
+			    json_object_get(t, "name")) : "", json_string_length(
+			    json_object_get(t, "name")), ESCAPE_CODES, 200);
+			desc = render_escape(d != NULL ? d : "", d != NULL ?
+			    strlen(d) : 0, ESCAPE_CODES, 400);
+			printf("%-16s %s\n", name, desc);
+			free(name);
+			free(desc);
+		}
+	}
+	json_decref(res);
+	return CTL_EXIT_OK;
+}
+
+/* mcp-servers [SESSION]: the MCP servers, their state, tools and last error. */
+int
+ctl_mcp_servers(struct ctl *ctl, int argc, char **argv)
+{
+	json_t		*res, *srv, *t, *params = NULL;
+	const char	*err;
+	char		*esc;
+	size_t		 i, j;
+	int		 r;
+
+	if (argc > 0)
+		params = json_pack("{s:s}", "session", argv[0]);
+	if ((r = ctl_call(ctl, "mcp.servers", params, &res)) != CTL_EXIT_OK)
+		return r;
+	if (ctl->json) {
+		ctl_print_json(res);
+		json_decref(res);
+		return CTL_EXIT_OK;
+	}
+	json_array_foreach(json_object_get(res, "servers"), i, srv) {
+		printf("%s %s %s (%s", json_string_value(json_object_get(srv,
+		    "session")), json_string_value(json_object_get(srv, "name")),
+		    json_string_value(json_object_get(srv, "state")),
+		    json_string_value(json_object_get(srv, "transport")));
+		if (json_is_integer(json_object_get(srv, "pid")))
+			printf(", pid %lld", (long long)json_integer_value(
+			    json_object_get(srv, "pid")));
+		if (json_is_string(json_object_get(srv, "protocol")))
+			printf(", protocol %s", json_string_value(
+			    json_object_get(srv, "protocol")));
+		printf(", %zu tools)\n", json_array_size(json_object_get(srv,
+		    "tools")));
+		json_array_foreach(json_object_get(srv, "tools"), j, t)
+			printf("  %s%s\n", json_string_value(json_object_get(t,
+			    "name")), json_is_true(json_object_get(t, "ask")) ?
+			    " (asks)" : "");
+		if ((err = json_string_value(json_object_get(srv,
+		    "last_error"))) != NULL) {
+			esc = render_escape(err, strlen(err), ESCAPE_CODES, 1000);
+			printf("  last error: %s\n", esc);
+			free(esc);
+		}
 	}
 	json_decref(res);
 	return CTL_EXIT_OK;

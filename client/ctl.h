@@ -55,6 +55,7 @@ char	*ctl_read_stdin(void);
 /* ctl-tool.c: tool, tools, env and cache. */
 int	ctl_tool(struct ctl *, int, char **);
 int	ctl_tools(struct ctl *, int, char **);
+int	ctl_mcp_servers(struct ctl *, int, char **);
 int	ctl_env(struct ctl *, int, char **);
 /* cache du|clean [DIR|SESSION]: the agent's package caches. */
 int	ctl_cache(struct ctl *, int, char **);

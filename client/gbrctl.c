@@ -80,8 +80,11 @@ static const struct cmd cmds[] = {
 	    ctl_session_close, CMD_CONNECT, 1, 1 },
 	{ "tool", "SESSION NAME [JSON|-]", "run a tool in a session as the agent would",
 	    ctl_tool, CMD_CONNECT, 2, 3 },
-	{ "tools", "", "list the tools and what they do",
-	    ctl_tools, CMD_CONNECT, 0, 0 },
+	{ "tools", "[SESSION]", "list the tools and what they do (with a "
+	    "session, its MCP servers' tools too)", ctl_tools, CMD_CONNECT, 0, 1 },
+	{ "mcp-servers", "[SESSION]", "list the external MCP servers of a "
+	    "session (or all): state, tools, last error", ctl_mcp_servers,
+	    CMD_CONNECT, 0, 1 },
 	{ "env", "list|show|use|reload ...", "list, show, switch or reload a session's environment",
 	    ctl_env, CMD_CONNECT, 1, 3 },
 	{ "cache", "du|clean [DIR|SESSION]", "the size of the agent's "

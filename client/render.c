@@ -696,6 +696,9 @@ render_approval_why(const char *why)
 		return "the command matches ask_commands in the profile";
 	if (strcmp(why, "ask_tool") == 0)
 		return "the profile's autonomy asks before this tool runs";
+	if (strcmp(why, "mcp_tool") == 0)
+		return "a tool of an MCP server the profile names ([mcp.NAME] "
+		    "ask)";
 	if (strcmp(why, "unconfined") == 0)
 		return "commands are not confined to the workspace on this "
 		    "platform: in full autonomy each one asks first";

@@ -39,6 +39,7 @@
 #include "http.h"
 #include "llm.h"
 #include "log.h"
+#include "mcp.h"
 #include "methods.h"
 #include "sdnotify.h"
 #include "osdep.h"
@@ -411,6 +412,8 @@ gbrd_run(void)
 		gbrd_fail("tools: %s", cause);
 	session_env_init(gbrd_ev_base);
 	session_env_recover();
+	/* The profiles' MCP servers: their tools join each session's. */
+	mcp_init(gbrd_ev_base, session_env_lookup);
 	sdnotify_progress();
 	/* Approvals: interrupted ones marked, expired ones ended. */
 	toolcall_recover();
@@ -435,6 +438,7 @@ gbrd_run(void)
 	llm_shutdown();
 	http_shutdown();
 	/* No child outlives the daemon, and no search its callers. */
+	mcp_shutdown();
 	tool_run_shutdown();
 	tool_file_shutdown();
 	session_env_shutdown();

@@ -52,6 +52,7 @@ static const struct {
 	[GBR_ERR_EXPIRED] =		 { -32029, "expired" },
 	[GBR_ERR_CHANGED_SINCE_APPROVAL] = { -32030, "changed_since_approval" },
 	[GBR_ERR_INVALID_CONFIG] =	 { -32031, "invalid_config" },
+	[GBR_ERR_TOOL_ERROR] =		 { -32032, "tool_error" },
 };
 
 /* Returns the JSON-RPC code of a kind. */

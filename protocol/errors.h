@@ -51,6 +51,8 @@ enum gbr_err {
 	GBR_ERR_CHANGED_SINCE_APPROVAL,	/* changed_since_approval: the approved
 					   file is no longer what a human saw */
 	GBR_ERR_INVALID_CONFIG,		/* invalid_config: gbrd.conf cannot be used */
+	GBR_ERR_TOOL_ERROR,		/* tool_error: an MCP server's tool said
+					   it failed (isError, or its error) */
 	GBR_ERR__COUNT
 };
 

@@ -31,6 +31,7 @@ struct tool_job;
 struct toolcall;
 
 #define AGENT_SID_MAX		64
+#define AGENT_MCP_WAIT_MS	20000	/* for MCP servers to start, per turn */
 #define AGENT_BUDGET_MIN	(16 * 1024) /* a learned context budget, at least */
 
 struct agent_turn {
@@ -57,6 +58,7 @@ struct agent_turn {
 	size_t			 sent;		/* bytes of the last request sent */
 	unsigned		 shrinks;	/* requests cut after a context overflow */
 	size_t			 budget;	/* tried after one; learned if it works */
+	long long		 mcp_since;	/* began waiting for MCP servers */
 };
 TAILQ_HEAD(agent_list, agent_turn);
 

@@ -55,6 +55,8 @@
 #include "loop.h"
 #include "llm.h"
 #include "log.h"
+#include "clock.h"
+#include "mcp.h"
 #include "osdep.h"
 #include "session-env.h"
 #include "sandbox.h"
@@ -386,6 +388,17 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 		free(cause);
 		return;
 	}
+	/*
+	 * The profile's MCP servers are starting: their tools belong in the
+	 * request, so wait for them a bounded time (checked every 50 ms).
+	 */
+	if (t->mcp_since == 0)
+		t->mcp_since = clock_mono_ms();
+	if (mcp_session_starting(t->sid) &&
+	    clock_mono_ms() - t->mcp_since < AGENT_MCP_WAIT_MS) {
+		agent_kick_ms(t, 50);
+		return;
+	}
 	if (t->local_model == NULL && llm_wants_local(cfg, env)) {
 		url = llm_local_url(cfg);
 		if (llm_local_probe(url, agent_probed, t) == 0) {
@@ -419,7 +432,7 @@ agent_request(struct agent_turn *t, struct session *s, json_t *msgs,
 	if (t->budget > 0 && t->budget < max)
 		max = t->budget;
 	conv = agent_conversation(msgs);
-	tools = tool_list_json();
+	tools = tool_list_json(t->sid);
 	r = agent_build(&t->target, env_system_prompt(env) != NULL ?
 	    env_system_prompt(env) : "", conv, tools, max, &rq, &shortened,
 	    &before, &cause);

@@ -43,6 +43,7 @@ static const struct method {
 	{ "tool.list",		method_tool_list,	0 },
 	{ "tool.call",		method_tool_call,	0 },
 	{ "tool.cancel",	method_tool_cancel,	0 },
+	{ "mcp.servers",	method_mcp_servers,	0 },
 	{ "approval.list",	method_approval_list,	0 },
 	{ "approval.resolve",	method_approval_resolve, 0 },
 	{ "approval.grants",	method_approval_grants,	0 },

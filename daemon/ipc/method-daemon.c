@@ -22,6 +22,7 @@
 #include "listen.h"
 #include "llm.h"
 #include "log.h"
+#include "mcp.h"
 #include "methods.h"
 #include "session-env.h"
 #include "sandbox.h"
@@ -129,6 +130,8 @@ method_daemon_status(struct request *req, json_t *params)
 	json_object_set_new(result, "service", sdnotify_status_json());
 	json_object_set_new(result, "disklog", disklog_status());
 	json_object_set_new(result, "sessions", session_status());
+	/* The profiles' external MCP servers: followed, and running. */
+	json_object_set_new(result, "mcp", mcp_status_json());
 	/* The agent: turns, streams, and which keys are known (never the keys). */
 	json_object_set_new(result, "llm", json_pack("{s:o, s:I, s:o}", "keys",
 	    llm_keys_status(), "requests", (json_int_t)http_active(), "agent",

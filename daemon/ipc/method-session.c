@@ -22,6 +22,7 @@
 #include "env.h"
 #include "llm.h"
 #include "log.h"
+#include "mcp.h"
 #include "methods.h"
 #include "paths.h"
 #include "session-env.h"
@@ -342,6 +343,7 @@ method_session_close(struct request *req, json_t *params)
 		if (toolcall_cancel_session(sid) > 0)
 			log_info("session %s: its calls in flight are "
 			    "cancelled", sid);
+		mcp_session_end(sid);	/* its MCP servers stop */
 		tool_run_session_end(sid);
 	}
 }

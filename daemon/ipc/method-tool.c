@@ -1,5 +1,6 @@
 /*
- * tool.list and tool.call: a tool run exactly as the agent runs it.
+ * tool.list, tool.call and mcp.servers: a tool run exactly as the agent
+ * runs it, and the external MCP servers whose tools join a session's.
  * tool.call is a thin front of toolcall.c, the one execution path every
  * caller shares: the session's environment and sandbox, the policy (deny,
  * then ask a human, then allow), the tool.call and tool.result messages,
@@ -20,6 +21,7 @@
 #include "loop.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "mcp.h"
 #include "methods.h"
 #include "sandbox.h"
 #include "session.h"
@@ -38,15 +40,56 @@ method_tool_init(struct event_base *base, char **cause)
 	return tool_run_register(cause);
 }
 
-/* tool.list {} */
+/* The session a tool.list or mcp.servers names, or NULL (replied). */
+static int
+method_tool_session(struct request *req, json_t *params, const char **sid)
+{
+	struct session	*s;
+	const char	*key = NULL;
+
+	*sid = NULL;
+	if (params_string(req, params, "session", 0, &key) != 0)
+		return -1;
+	if (key == NULL)
+		return 0;
+	if ((s = session_find(key)) == NULL) {
+		request_error(req, GBR_ERR_SESSION_NOT_FOUND, json_pack("{s:s%}",
+		    "session", key, strlen(key) > 64 ? (size_t)64 : strlen(key)),
+		    "no open session has the id or name '%.64s'", key);
+		return -1;
+	}
+	*sid = session_id(s);
+	return 0;
+}
+
+/*
+ * tool.list {session?}: the built-in tools, and with a session the tools
+ * of its profile's MCP servers (starting them: those still starting are
+ * not listed yet).
+ */
 void
 method_tool_list(struct request *req, json_t *params)
 {
-	static const char *const keys[] = { NULL };
+	static const char *const keys[] = { "session", NULL };
+	const char	*sid;
 
-	if (params_only(req, params, keys) != 0)
+	if (params_only(req, params, keys) != 0 ||
+	    method_tool_session(req, params, &sid) != 0)
 		return;
-	request_reply(req, json_pack("{s:o}", "tools", tool_list_json()));
+	request_reply(req, json_pack("{s:o}", "tools", tool_list_json(sid)));
+}
+
+/* mcp.servers {session?}: the MCP servers of a session, or of all. */
+void
+method_mcp_servers(struct request *req, json_t *params)
+{
+	static const char *const keys[] = { "session", NULL };
+	const char	*sid;
+
+	if (params_only(req, params, keys) != 0 ||
+	    method_tool_session(req, params, &sid) != 0)
+		return;
+	request_reply(req, json_pack("{s:o}", "servers", mcp_servers_json(sid)));
 }
 
 /* A tool.call in flight: the request, for the reply and the progress. */

@@ -42,6 +42,7 @@ int	method_tool_init(struct event_base *, char **cause);
 void	method_tool_list(struct request *, json_t *);
 void	method_tool_call(struct request *, json_t *);
 void	method_tool_cancel(struct request *, json_t *);
+void	method_mcp_servers(struct request *, json_t *);
 
 /* method-approval.c */
 void	method_approval_list(struct request *, json_t *);

@@ -72,6 +72,8 @@ struct runner_job {
 	char			*key;
 	char			*input;
 	size_t			 input_len, input_off;
+	int			 stream;	/* runner_opts.stream */
+	int			 input_eof;	/* stream: close once written */
 	struct runner_limits	 limits;
 	runner_output_cb	 out_cb;
 	runner_done_cb		 done_cb;

@@ -86,6 +86,12 @@ rn_output(struct runner_job *j, enum runner_stream s, const char *p, size_t n)
 	uint64_t	 seen;
 
 	b->total += n;
+	if (j->stream) {
+		/* A conversation: its reader keeps and bounds what it needs. */
+		if (j->out_cb != NULL && j->state == RN_RUNNING)
+			j->out_cb(j->arg, s, p, n);
+		return;
+	}
 	room = j->limits.max_output - (j->out.len + j->err.len);
 	keep = n < room ? n : room;
 	if (keep < n)
@@ -262,7 +268,7 @@ rn_on_input(evutil_socket_t fd, short what, void *arg)
 {
 	struct runner_job	*j = arg;
 	size_t			 want;
-	ssize_t			 n;
+	ssize_t			 n = 1;
 
 	while (j->input_off < j->input_len) {
 		want = j->input_len - j->input_off;
@@ -276,6 +282,12 @@ rn_on_input(evutil_socket_t fd, short what, void *arg)
 		if (n <= 0)
 			break;	/* EPIPE: the child does not want the rest */
 		j->input_off += (size_t)n;
+	}
+	if (j->stream && j->input_off >= j->input_len && !j->input_eof &&
+	    n > 0) {
+		/* All written: wait for runner_write, keeping the pipe. */
+		rn_event_stop(j->ev_in);
+		return;
 	}
 	rn_event_stop(j->ev_in);
 	rn_close(&j->fd_in);

@@ -382,6 +382,13 @@ runner_start(const struct runner_opts *o, runner_output_cb out_cb,
 		    "the runner is not set up");
 		return -1;
 	}
+	if (o->stream) {
+		/* The watcher thread writes a fixed input, then closes it. */
+		*kind = GBR_ERR_UNAVAILABLE;
+		*reason = xstrdup("a conversation with a child process (an MCP "
+		    "server over stdio) is not available on Windows yet");
+		return -1;
+	}
 	for (n = 0; o->argv != NULL && o->argv[n] != NULL; n++)
 		;
 	for (ne = 0; o->envp != NULL && o->envp[ne] != NULL; ne++)
@@ -462,6 +469,23 @@ runner_cancel(struct runner_job *j)
 	case RW_FINISHED:
 		break;
 	}
+}
+
+/* Stream jobs do not exist here (runner_start refuses them). */
+int
+runner_write(struct runner_job *j, const char *buf, size_t len)
+{
+	(void)j;
+	(void)buf;
+	(void)len;
+	return -1;
+}
+
+/* Stream jobs do not exist here. */
+void
+runner_close_input(struct runner_job *j)
+{
+	(void)j;
 }
 
 /* The first process's id. */

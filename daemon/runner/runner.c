@@ -574,7 +574,8 @@ runner_start(const struct runner_opts *o, runner_output_cb out_cb,
 		;
 	if (n == 0 || o->argv[0][0] == '\0' || n > RN_ARGV_MAX ||
 	    o->cwd == NULL || o->cwd[0] != '/' || o->limits.timeout_ms <= 0 ||
-	    o->limits.max_output == 0 || !rn_paths_ok(o->rw_paths, o->nrw) ||
+	    (o->limits.max_output == 0 && !o->stream) ||
+	    (o->stream && o->input != NULL) || !rn_paths_ok(o->rw_paths, o->nrw) ||
 	    !rn_paths_ok(o->ro_paths, o->nro) ||
 	    !rn_paths_ok(o->ro_binds, o->nro_binds)) {
 		*kind = GBR_ERR_INVALID_PARAMS;
@@ -618,6 +619,11 @@ runner_start(const struct runner_opts *o, runner_output_cb out_cb,
 		j->input = xmalloc(o->input_len + 1);
 		memcpy(j->input, o->input, o->input_len);
 		j->input_len = o->input_len;
+	}
+	if (o->stream) {
+		/* A pipe for stdin, left open for runner_write. */
+		j->stream = 1;
+		j->input = xmalloc(1);
 	}
 	rn_build_argv(j, o, ll);
 	rn_build_envp(j, o);
@@ -667,6 +673,48 @@ runner_cancel(struct runner_job *j)
 	case RN_FINISHED:
 		break;
 	}
+}
+
+/*
+ * Input consumed before this offset is dropped from the buffer when more
+ * comes; below it, the bytes stay, so a run the fork server gives back
+ * (runner-forksrv.c) is sent its whole input again when started direct.
+ */
+#define RN_STREAM_COMPACT	(64 * 1024)
+
+/* Queues bytes for a stream job's stdin (see runner.h). */
+int
+runner_write(struct runner_job *j, const char *buf, size_t len)
+{
+	if (j == NULL || !j->stream || j->input_eof || j->cancelled ||
+	    j->state == RN_FINISHED || (j->state == RN_RUNNING &&
+	    j->fd_in == -1))
+		return -1;
+	if (j->input_len - j->input_off + len > RUNNER_STREAM_QUEUE)
+		return -1;
+	if (j->input_off >= RN_STREAM_COMPACT) {
+		memmove(j->input, j->input + j->input_off,
+		    j->input_len - j->input_off);
+		j->input_len -= j->input_off;
+		j->input_off = 0;
+	}
+	j->input = xreallocarray(j->input, j->input_len + len + 1, 1);
+	memcpy(j->input + j->input_len, buf, len);
+	j->input_len += len;
+	if (j->state == RN_RUNNING && j->ev_in != NULL)
+		event_add(j->ev_in, NULL);
+	return 0;
+}
+
+/* Closes a stream job's stdin once its queue is written. */
+void
+runner_close_input(struct runner_job *j)
+{
+	if (j == NULL || !j->stream || j->input_eof)
+		return;
+	j->input_eof = 1;
+	if (j->state == RN_RUNNING && j->ev_in != NULL)
+		event_add(j->ev_in, NULL);
 }
 
 /* The direct child's pid. */

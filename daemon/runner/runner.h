@@ -130,6 +130,14 @@ struct runner_opts {
 	const char *const *ro_binds;	/* made read-only inside rw_paths (namespaces) */
 	size_t		 nro_binds;
 	const char	*tmpdir;	/* the session's temp space: tmp/ and shm/ */
+	/*
+	 * A conversation, not a run (an MCP server): stdin stays open for
+	 * runner_write (input must be NULL), output is passed to the output
+	 * callback and not kept (max_output is then ignored), and a child
+	 * that writes a lot is not killed for it: bounding what it says is
+	 * the caller's business. Not on Windows (unavailable).
+	 */
+	int		 stream;
 };
 
 /* How a job ended: passed to the done callback, valid only during it. */
@@ -210,6 +218,17 @@ int		 runner_start(const struct runner_opts *, runner_output_cb,
  * killed. The done callback still runs once, later, with cancelled set.
  */
 void		 runner_cancel(struct runner_job *);
+
+/*
+ * Queues len bytes for a stream job's stdin (runner_opts.stream), written
+ * through the loop as the pipe takes them. Returns 0, or -1 if the job is
+ * not a stream, its stdin is closed, it has finished, or more than
+ * RUNNER_STREAM_QUEUE bytes already wait (a child that does not read).
+ */
+#define RUNNER_STREAM_QUEUE	(16 * 1024 * 1024)
+int		 runner_write(struct runner_job *, const char *, size_t);
+/* Closes a stream job's stdin once what is queued is written. */
+void		 runner_close_input(struct runner_job *);
 
 /*
  * The pid of the job's direct child (gbr-exec, or the fork server's init

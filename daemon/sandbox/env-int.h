@@ -80,6 +80,7 @@ struct env {
 	const char	*eco;		/* the ecosystem (env-eco.c), static */
 	const char	*eco_title;
 	struct env_strs	 kb;		/* its knowledge base in the workspace */
+	json_t		*mcp;		/* [mcp.NAME] servers (env-mcp.c), or NULL */
 	unsigned	 set;		/* bit per enum env_key given */
 	int		 line[K__COUNT];
 };
@@ -127,5 +128,15 @@ struct env	*env_new(const char *name);
  */
 void		 env_eco_apply(struct env *, const char *workspace);
 void		 env_eco_watch(struct env *);
+
+/*
+ * env-mcp.c: one key of [mcp.SERVER] (INI; NULL or why not, static), the
+ * JSON "mcp" section and the check once all is parsed (0, or -1 and *why,
+ * new).
+ */
+const char	*env_mcp_ini(struct env *, const char *server, const char *key,
+		    const char *value);
+int		 env_mcp_json(struct env *, json_t *, char **why);
+int		 env_mcp_finish(struct env *, char **why);
 
 #endif

@@ -486,7 +486,7 @@ env_find_key(struct env_parse *p, const char *section, const char *name)
 		    "[prompt], [exec] or [llm])", name);
 	if (!env_section_known(section))
 		return env_error(p, "unknown section [%s] (expected [env], "
-		    "[prompt], [exec] or [llm])", section);
+		    "[prompt], [exec], [llm] or [mcp.NAME])", section);
 	return env_error(p, "unknown key '%s' in [%s]", name, section);
 }
 
@@ -541,6 +541,14 @@ env_ini_handler(void *arg, const char *section, const char *name,
 		return 0;
 	if (name == NULL)
 		return 1;
+	if (strncmp(section, "mcp.", 4) == 0) {
+		const char *why = env_mcp_ini(p->env, section + 4, name, value);
+
+		p->prev_key = -1;
+		if (why != NULL)
+			env_error(p, "[%s] %s: %s", section, name, why);
+		return why == NULL;
+	}
 	if ((k = env_find_key(p, section, name)) < 0)
 		return 0;
 	/* inih's continuation lines are the indented ones after a key. */
@@ -670,9 +678,19 @@ env_parse_json(struct env_parse *p, const char *data, size_t len)
 	}
 	json_object_foreach(root, sname, sec) {
 		p->line = env_json_line(data, len, sname);
+		if (strcmp(sname, "mcp") == 0) {
+			char *why;
+
+			if ((r = env_mcp_json(p->env, sec, &why)) != 0) {
+				env_error(p, "%s", why);
+				free(why);
+				break;
+			}
+			continue;
+		}
 		if (!env_section_known(sname)) {
 			r = env_error(p, "unknown section [%s] (expected [env], "
-			    "[prompt], [exec] or [llm])", sname);
+			    "[prompt], [exec], [llm] or mcp)", sname);
 			break;
 		}
 		if (!json_is_object(sec)) {
@@ -719,6 +737,15 @@ env_parse(const char *name, const char *file, const char *data, size_t len,
 	    (p.env->set & (1u << K_SYSTEM_FILE))) {
 		p.line = p.env->line[K_SYSTEM_FILE];
 		r = env_error(&p, "give system or system_file, not both");
+	}
+	if (r == 0 && p.cause == NULL) {
+		char *why;
+
+		if (env_mcp_finish(p.env, &why) != 0) {
+			p.line = 0;
+			r = env_error(&p, "%s", why);
+			free(why);
+		}
 	}
 	if (r != 0 || p.cause != NULL) {
 		if (p.err_line > 0)

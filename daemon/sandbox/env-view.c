@@ -248,6 +248,8 @@ env_to_json(const struct env *e)
 	json_object_set_new(o, "ecosystem", e->eco != NULL ?
 	    json_string(e->eco) : json_null());
 	json_object_set_new(o, "knowledge_base", env_strs_json(&e->kb));
+	json_object_set_new(o, "mcp", e->mcp != NULL ? json_deep_copy(e->mcp) :
+	    json_object());
 	json_object_set_new(o, "extends", e->extends ? json_string("builtin") :
 	    json_null());
 	return o;
@@ -282,6 +284,8 @@ env_diff(const struct env *a, const struct env *b)
 	DIFF(a->max_steps == b->max_steps, "llm.max_steps");
 	DIFF(a->max_request == b->max_request, "llm.max_request_bytes");
 	DIFF(env_str_equal(a->eco, b->eco), "ecosystem");
+	DIFF(env_mcp(a) == env_mcp(b) || (env_mcp(a) != NULL &&
+	    env_mcp(b) != NULL && json_equal(a->mcp, b->mcp)), "mcp");
 #undef DIFF
 	return d;
 }

@@ -132,6 +132,7 @@ env_unref(struct env *e)
 	env_strs_clear(&e->ask);
 	env_strs_clear(&e->deny);
 	env_strs_clear(&e->ask_tools);
+	json_decref(e->mcp);
 	free(e->system);
 	free(e->system_file_given);
 	free(e->system_file);

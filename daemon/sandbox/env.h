@@ -98,6 +98,13 @@ const char	*env_llm_model(const struct env *);
 const char	*env_llm_base_url(const struct env *);
 int		 env_llm_max_steps(const struct env *);		/* 0: the daemon's */
 size_t		 env_llm_max_request_bytes(const struct env *);	/* 0: the daemon's */
+/*
+ * The profile's MCP servers ([mcp.NAME]; env-mcp.c says their shape):
+ * borrowed, or NULL if it names none.
+ */
+const json_t	*env_mcp(const struct env *);
+/* True if s may name an MCP server. */
+int		 env_mcp_name_valid(const char *);
 /* Warnings from loading (a read-only root that does not exist yet). */
 size_t		 env_warnings(const struct env *, const char *const **);
 /*

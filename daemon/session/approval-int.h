@@ -75,7 +75,7 @@ struct ap_wait {
 };
 
 #define AP_NSTATES	(APPROVAL_FAILED + 1)
-#define AP_NWHYS	(APPROVAL_WHY_UNCONFINED + 1)
+#define AP_NWHYS	(APPROVAL_WHY_MCP_TOOL + 1)
 #define AP_NDECISIONS	(APPROVAL_EDIT + 1)
 
 /* approval.c: every approval, and its counters. */

@@ -78,6 +78,7 @@ const char *const ap_whys[AP_NWHYS] = {
 	[APPROVAL_WHY_COMMAND_CHANGE] = "command_change",
 	[APPROVAL_WHY_WRITE_PROTECTED] = "write_protected",
 	[APPROVAL_WHY_UNCONFINED] = "unconfined",
+	[APPROVAL_WHY_MCP_TOOL] = "mcp_tool",
 };
 
 const char *const ap_decisions[AP_NDECISIONS] = {

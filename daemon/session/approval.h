@@ -75,6 +75,8 @@ enum approval_why {
 	APPROVAL_WHY_UNCONFINED,		/* "unconfined": a command in full
 						   autonomy where its writes are
 						   not confined (runner.h) */
+	APPROVAL_WHY_MCP_TOOL,			/* "mcp_tool": an MCP server's tool
+						   ([mcp.NAME] ask) */
 };
 
 enum approval_decision {

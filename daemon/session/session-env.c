@@ -355,6 +355,20 @@ session_env_and_sandbox(struct session *s, struct env **envp,
 	return session_env_load(s, NULL, envp, sbp, cause);
 }
 
+/* A session's env and sandbox by its id (mcp_init's callback). */
+int
+session_env_lookup(const char *sid, struct env **envp, struct sandbox **sbp,
+    char **cause)
+{
+	struct session	*s;
+
+	if ((s = session_find(sid)) == NULL) {
+		*cause = xasprintf("no open session '%.64s'", sid);
+		return -1;
+	}
+	return session_env_load(s, NULL, envp, sbp, cause);
+}
+
 /* The change is written: answer with what changed. */
 static void
 reload_applied(void *arg, int error, json_t *result)

@@ -48,6 +48,9 @@ json_t		*session_env_status(void);
  */
 int		 session_env_and_sandbox(struct session *, struct env **,
 		    struct sandbox **, char **cause);
+/* The same by a session's id or name (mcp.h's mcp_env_fn). */
+int		 session_env_lookup(const char *session, struct env **,
+		    struct sandbox **, char **cause);
 /*
  * Loads profile name for a session and, if it is valid, records the
  * change (an env.reloaded event with reason why and what changed) and

@@ -264,6 +264,8 @@ tc_why(enum policy_why why)
 		return APPROVAL_WHY_WRITE_PROTECTED;
 	case POLICY_WHY_UNCONFINED:
 		return APPROVAL_WHY_UNCONFINED;
+	case POLICY_WHY_MCP_TOOL:
+		return APPROVAL_WHY_MCP_TOOL;
 	case POLICY_WHY_PROTECTED_PATH:
 	default:
 		return APPROVAL_WHY_PROTECTED_PATH;
@@ -276,10 +278,17 @@ tc_begin(struct toolcall *c, struct env *env, struct sandbox *sb)
 {
 	struct policy_decision	 d;
 	struct approval_req	 req;
+	const struct tool_def	*def;
 	const char		*g;
 
-	switch (policy_decide(env, sb, tool_find(c->tool), c->args,
-	    (c->flags & TOOLCALL_ASK_ALWAYS) ? POLICY_ASK_ALWAYS : 0, &d)) {
+	if ((def = tool_lookup(c->session, c->tool)) == NULL) {
+		/* An MCP server's tool that went away since the check. */
+		tc_record_result(c, 1, GBR_ERR_METHOD_NOT_FOUND, "the tool is "
+		    "gone (its MCP server changed its tools)", NULL);
+		return;
+	}
+	switch (policy_decide(env, sb, def, c->args, (c->flags &
+	    TOOLCALL_ASK_ALWAYS) ? POLICY_ASK_ALWAYS : 0, &d)) {
 	case POLICY_DENY:
 		tc_record_result(c, 1, d.kind, d.reason, d.data);
 		break;

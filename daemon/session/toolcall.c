@@ -445,8 +445,8 @@ tc_run(struct toolcall *c, const char *tool, json_t *args, int approved,
 	 * Deny before anything: a profile made read-only while a human
 	 * was deciding wins over the decision.
 	 */
-	if (approved && policy_recheck(env, tool_find(tool), &kind, &reason,
-	    &data) == POLICY_DENY) {
+	if (approved && policy_recheck(env, tool_lookup(c->session, tool),
+	    &kind, &reason, &data) == POLICY_DENY) {
 		tc_tool_done(c, 1, kind, reason, data);
 		free(reason);
 		json_decref(data);
@@ -583,7 +583,7 @@ toolcall_start(const char *session, const char *tool, json_t *args,
 		}
 		tc_free(c);
 	}
-	if (tool_check(tool, args, &kind, &reason) != 0) {
+	if (tool_check(session_id(s), tool, args, &kind, &reason) != 0) {
 		gbr_error_set(err, kind, json_pack("{s:s}", "field", "args"), "%s",
 		    reason);
 		free(reason);

@@ -371,6 +371,11 @@ policy_decide(const struct env *env, struct sandbox *sb,
 		ask = 1;
 		d->why = POLICY_WHY_ASK_TOOL;
 	}
+	/* Ask: an MCP server's tool, as its [mcp.NAME] ask says. */
+	if (!ask && def->ask) {
+		ask = 1;
+		d->why = POLICY_WHY_MCP_TOOL;
+	}
 	if (!ask) {
 		/* Nothing to show: the diff was only for a human. */
 		free(d->diff);

@@ -44,6 +44,8 @@ enum policy_why {
 	POLICY_WHY_WRITE_PROTECTED,	/* a command asks to write protected paths */
 	POLICY_WHY_UNCONFINED,		/* a command in full autonomy, and its
 					   writes are not confined here */
+	POLICY_WHY_MCP_TOOL,		/* an MCP server's tool whose profile
+					   asks (ask = all | writes) */
 };
 
 /* policy_decide's flags */

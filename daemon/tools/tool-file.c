@@ -142,16 +142,16 @@ static const char tf_search_schema[] =
 
 static const struct tool_def tf_defs[] = {
 	{ "read_file", "Read a text file, or a slice of its lines.",
-	    tf_read_schema, 1, 0, 1, tf_read },
+	    tf_read_schema, 1, 0, 1, tf_read, 0 },
 	{ "write_file", "Create or replace a whole file (atomically).",
-	    tf_write_schema, 0, 1, 1, tf_write },
+	    tf_write_schema, 0, 1, 1, tf_write, 0 },
 	{ "edit_file", "Replace an exact, unique piece of text in a file.",
-	    tf_edit_schema, 0, 1, 0, tf_edit },
+	    tf_edit_schema, 0, 1, 0, tf_edit, 0 },
 	{ "list_directory", "List a folder's entries, optionally a few levels "
-	    "deep.", tf_list_schema, 1, 0, 1, tf_list },
+	    "deep.", tf_list_schema, 1, 0, 1, tf_list, 0 },
 	{ "search", "Search files for a regular expression, in the workspace "
 	    "and the read-only reference folders.", tf_search_schema, 1, 0, 1,
-	    tf_search },
+	    tf_search, 0 },
 };
 
 /* The tool table. */

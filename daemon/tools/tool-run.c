@@ -79,13 +79,13 @@ static const struct tool_def tr_defs[] = {
 	{ "run_script", "Run a short Python, Node.js or shell script (on "
 	    "Windows also cmd or PowerShell) in the workspace, with a time "
 	    "limit; returns its exit code and output.",
-	    tr_script_schema, 0, 1, 0, NULL },
+	    tr_script_schema, 0, 1, 0, NULL, 0 },
 	{ "run_command", "Run a program with arguments (an argument vector, "
 	    "no shell) in the workspace, with a time limit; returns its exit "
-	    "code and output.", tr_command_schema, 0, 1, 0, NULL },
+	    "code and output.", tr_command_schema, 0, 1, 0, NULL, 0 },
 	{ "check", "Run the environment's check command (a build or type "
 	    "check) and return its diagnostics.", tr_check_schema, 0, 0, 1,
-	    NULL },
+	    NULL, 0 },
 };
 
 /* Fills a refusal. Returns -1. */

@@ -47,6 +47,7 @@
 #include <jansson.h>
 
 #include "errors.h"
+#include "runner.h"
 #include "tool.h"
 
 struct config;
@@ -118,6 +119,20 @@ int		 tool_run_call(const struct tool_run_ctx *, const char *tool,
  * /tmp and /dev/shm) is removed.
  */
 void		 tool_run_session_end(const char *session);
+
+/*
+ * Starts a long-lived child with the session's rights (tool-run-serve.c):
+ * an MCP server over stdio. argv[0] is looked up in PATH; names (nnames
+ * of them) are variables of gbrd's environment it gets besides the
+ * allow-list. The job is a stream (runner.h: runner_write, output to
+ * out, nothing kept); done runs once when it ends, as runner_start says.
+ * Returns 0 and *job, or -1 with *kind and *reason (caller frees).
+ */
+#define TOOL_RUN_SERVE_MS	(24 * 3600 * 1000)	/* at most, then ended */
+int		 tool_run_serve(const struct tool_run_ctx *,
+		    const char *const *argv, const char *const *names,
+		    size_t nnames, runner_output_cb, runner_done_cb, void *arg,
+		    struct runner_job **job, enum gbr_err *kind, char **reason);
 /*
  * The agent's package caches (tool-run-cache.c). The size of a
  * workspace's, or of every one for NULL, is measured on a thread; cb gets

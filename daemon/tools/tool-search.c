@@ -914,7 +914,7 @@ tf_search_async(struct tool_ctx *ctx, const char *name, json_t *args,
 	struct tf_search	*s;
 
 	*data = NULL;
-	if (tool_check(name, args, kind, reason) != 0)
+	if (tool_check(NULL, name, args, kind, reason) != 0)
 		return -1;
 	if ((s = tf_search_begin(ctx, args, kind, reason)) == NULL)
 		return -1;

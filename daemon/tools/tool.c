@@ -24,6 +24,22 @@ struct tool_entry {
 
 static struct tool_entry	tools[TOOL_MAX];
 static size_t			ntools;
+static const struct tool_provider *provider;	/* session tools, or NULL */
+
+/* Sets the provider of session tools. */
+void
+tool_set_provider(const struct tool_provider *p)
+{
+	provider = p;
+}
+
+/* True if name is a provider's (it holds the separator). */
+static int
+tool_is_provided(const char *session, const char *name)
+{
+	return provider != NULL && session != NULL && name != NULL &&
+	    strstr(name, TOOL_PROVIDER_SEP) != NULL;
+}
 
 /* Registers a table of tools: synchronous, or through afn. */
 static int
@@ -106,9 +122,20 @@ tool_find(const char *name)
 	return t != NULL ? t->def : NULL;
 }
 
+/* A built-in or a provider's tool. */
+const struct tool_def *
+tool_lookup(const char *session, const char *name)
+{
+	json_t	*schema;
+
+	if (tool_is_provided(session, name))
+		return provider->find(session, name, &schema);
+	return tool_find(name);
+}
+
 /* Every tool, MCP-shaped. */
 json_t *
-tool_list_json(void)
+tool_list_json(const char *session)
 {
 	json_t	*a = json_array();
 	size_t	 i;
@@ -125,6 +152,8 @@ tool_list_json(void)
 			"destructiveHint", d->destructive,
 			"idempotentHint", d->idempotent));
 	}
+	if (provider != NULL && session != NULL)
+		provider->list(session, a);
 	return a;
 }
 
@@ -279,6 +308,9 @@ tool_call_async(struct tool_ctx *ctx, const char *name, json_t *args,
 	*data = NULL;
 	if (job != NULL)
 		*job = NULL;
+	if (tool_is_provided(ctx->session, name))
+		return provider->call(ctx, name, args, out, done, arg, job,
+		    kind, reason, data);
 	if (name == NULL || (t = tool_entry(name)) == NULL) {
 		*kind = GBR_ERR_METHOD_NOT_FOUND;
 		*reason = xasprintf("no tool called '%s'", name != NULL ? name : "");
@@ -320,18 +352,28 @@ tool_job_cancel(struct tool_job *job)
 
 /* Checks a tool's name and arguments. */
 int
-tool_check(const char *name, json_t *args, enum gbr_err *kind, char **reason)
+tool_check(const char *session, const char *name, json_t *args,
+    enum gbr_err *kind, char **reason)
 {
 	struct tool_entry	*t;
+	json_t			*schema = NULL;
 	char			*why;
 
 	*reason = NULL;
-	if (name == NULL || (t = tool_entry(name)) == NULL) {
+	if (tool_is_provided(session, name)) {
+		if (provider->find(session, name, &schema) == NULL) {
+			*kind = GBR_ERR_METHOD_NOT_FOUND;
+			*reason = xasprintf("no tool called '%s' (an MCP "
+			    "server's tool: see mcp.servers)", name);
+			return -1;
+		}
+	} else if (name == NULL || (t = tool_entry(name)) == NULL) {
 		*kind = GBR_ERR_METHOD_NOT_FOUND;
 		*reason = xasprintf("no tool called '%s'", name != NULL ? name : "");
 		return -1;
-	}
-	if (tool_check_args(t->schema, args, &why) != 0) {
+	} else
+		schema = t->schema;
+	if (tool_check_args(schema, args, &why) != 0) {
 		*kind = GBR_ERR_INVALID_PARAMS;
 		*reason = xasprintf("%s: %s", name, why);
 		free(why);

@@ -96,6 +96,31 @@ struct tool_def {
 	int		 destructive;	/* may replace what exists */
 	int		 idempotent;	/* calling twice = calling once */
 	tool_fn		 fn;
+	int		 ask;		/* a provider's tool that asks a
+					   human before every call (policy.c) */
+};
+
+/*
+ * Tools that live outside this registry and come and go with a session:
+ * the tools of the MCP servers a session's profile names (daemon/mcp/).
+ * Their names hold TOOL_PROVIDER_SEP, which no built-in name does; the
+ * registry asks the provider about such a name, in a session. A layer
+ * above hands the provider down once (tool_set_provider): calls go down.
+ */
+#define TOOL_PROVIDER_SEP	"__"
+
+struct tool_provider {
+	/*
+	 * The tool called name in session, or NULL; *schema (borrowed) is
+	 * its parsed input schema. Both stay valid until the loop runs
+	 * again.
+	 */
+	const struct tool_def *(*find)(const char *session, const char *name,
+		    json_t **schema);
+	/* Appends the session's tools, shaped as tool_list_json's, to a. */
+	void	(*list)(const char *session, json_t *a);
+	/* Calls one (ctx->session is set), as a tool_async_fn. */
+	tool_async_fn call;
 };
 
 /*
@@ -110,16 +135,24 @@ int		 tool_register(const struct tool_def *, size_t n, char **cause);
  */
 int		 tool_register_async(const struct tool_def *, size_t n,
 		    tool_async_fn afn, char **cause);
+/* Sets the provider of session tools (borrowed; NULL: none). */
+void		 tool_set_provider(const struct tool_provider *);
 /* Forgets every tool (tests, shutdown). */
 void		 tool_reset(void);
-/* The tool called name, or NULL. */
+/* The built-in tool called name, or NULL. */
 const struct tool_def *tool_find(const char *name);
+/*
+ * The tool called name in session (NULL: built-ins only), a provider's
+ * too (borrowed, valid until the loop runs again), or NULL.
+ */
+const struct tool_def *tool_lookup(const char *session, const char *name);
 /*
  * Every tool as a new JSON array of {name, description, inputSchema,
  * annotations: {readOnlyHint, destructiveHint, idempotentHint}} (the MCP
- * shape, for tool.list).
+ * shape, for tool.list), with the provider's tools of session (NULL:
+ * none) after the built-ins.
  */
-json_t		*tool_list_json(void);
+json_t		*tool_list_json(const char *session);
 /*
  * Calls a tool: unknown name is method_not_found, arguments outside the
  * schema are invalid_params. See above for the results.
@@ -144,11 +177,12 @@ int		 tool_call_async(struct tool_ctx *, const char *name,
  */
 void		 tool_job_cancel(struct tool_job *);
 /*
- * Checks that a tool exists (method_not_found) and that args fit its
- * schema (invalid_params). Returns 0, or -1 with *kind and *reason.
+ * Checks that a tool exists in session (NULL: built-ins only;
+ * method_not_found) and that args fit its schema (invalid_params).
+ * Returns 0, or -1 with *kind and *reason.
  */
-int		 tool_check(const char *name, json_t *args, enum gbr_err *kind,
-		    char **reason);
+int		 tool_check(const char *session, const char *name, json_t *args,
+		    enum gbr_err *kind, char **reason);
 /* Checks args against a parsed schema. Returns 0 or -1 with *reason. */
 int		 tool_check_args(json_t *schema, json_t *args, char **reason);
 

@@ -95,6 +95,25 @@ static const struct bad bads[] = {
 	{ ENV_JSON, "{\"env\": {\"deny_commands\": \"a\\u0001b\"}}", "holds a control" },
 	{ ENV_INI, "[env]\nask_tools = write_file, Run Script\n", "f:2: ask_tools 'Run Script': a tool name" },
 	{ ENV_JSON, "{\"env\": {\"ask_tools\": [\"a/b\"]}}", "ask_tools 'a/b'" },
+	/* [mcp.NAME]: external MCP servers (env-mcp.c). */
+	{ ENV_INI, "[mcp.a__b]\ncommand = x\n", "f:2: [mcp.a__b] command: a server's name" },
+	{ ENV_INI, "[mcp._a]\ncommand = x\n", "a server's name" },
+	{ ENV_INI, "[mcp.]\ncommand = x\n", "a server's name" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\nurl = http://h/\n", "not both" },
+	{ ENV_INI, "[mcp.a]\nargs = x\n", "give command" },
+	{ ENV_INI, "[mcp.a]\nurl = ftp://h/\n", "url must start" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\ncommand = y\n", "f:3: [mcp.a] command: given twice" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\nask = maybe\n", "ask is all, writes or none" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\ntimeout_ms = 99\n", "timeout_ms is" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\nidle_ms = -1\n", "idle_ms is" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\nenv = A-B\n", "a variable name" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\ntools = a/b\n", "a tool name" },
+	{ ENV_INI, "[mcp.a]\ncommand = x\nwhat = y\n", "unknown key" },
+	{ ENV_JSON, "{\"mcp\": []}", "must be an object of servers" },
+	{ ENV_JSON, "{\"mcp\": {\"a\": 1}}", "mcp.a must be an object" },
+	{ ENV_JSON, "{\"mcp\": {\"a\": {\"command\": \"x\", \"args\": [1]}}}", "items must be strings" },
+	{ ENV_JSON, "{\"mcp\": {\"a\": {\"command\": true}}}", "a string, a number or a list" },
+	{ ENV_JSON, "{\"mcp\": {\"a\": {}}}", "give command" },
 };
 
 /* Parses text; returns the env or NULL with *cause. */
@@ -635,10 +654,60 @@ check_workspace(void)
 	nftw(ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* [mcp.NAME] in INI and JSON give the same servers. */
+static void
+check_mcp(void)
+{
+	static const char ini[] = "[env]\nautonomy = full\n"
+	    "[mcp.mem]\ncommand = node\nargs = a.js, --flag\nargs = more\n"
+	    "env = TOKEN\nask = all\ntools = x, y\ndeny_tools = z\n"
+	    "timeout_ms = 500\nidle_ms = 0\n[mcp.web]\nurl = https://h/mcp\n";
+	static const char js[] = "{\"env\": {\"autonomy\": \"full\"}, \"mcp\": "
+	    "{\"mem\": {\"command\": \"node\", \"args\": [\"a.js\", \"--flag\", "
+	    "\"more\"], \"env\": [\"TOKEN\"], \"ask\": \"all\", \"tools\": "
+	    "[\"x\", \"y\"], \"deny_tools\": [\"z\"], \"timeout_ms\": 500, "
+	    "\"idle_ms\": 0}, \"web\": {\"url\": \"https://h/mcp\"}}}";
+	struct env	*a, *b, *none;
+	char		*cause;
+	json_t		*d, *v;
+	size_t		 i;
+	int		 found;
+
+	a = parse(ENV_INI, ini, strlen(ini), &cause);
+	CHECK(a != NULL, "INI mcp parses (%s)", cause != NULL ? cause : "");
+	free(cause);
+	b = parse(ENV_JSON, js, strlen(js), &cause);
+	CHECK(b != NULL, "JSON mcp parses (%s)", cause != NULL ? cause : "");
+	free(cause);
+	if (a == NULL || b == NULL)
+		return;
+	CHECK(json_equal((json_t *)env_mcp(a), (json_t *)env_mcp(b)),
+	    "INI and JSON give the same servers");
+	CHECK(json_array_size(json_object_get(json_object_get(env_mcp(a),
+	    "mem"), "args")) == 3, "args: a repeated key adds items");
+	none = parse(ENV_INI, "[env]\nautonomy = full\n", 22, &cause);
+	CHECK(none != NULL && env_mcp(none) == NULL, "no [mcp.*]: none");
+	free(cause);
+	d = env_diff(none, a);
+	found = 0;
+	json_array_foreach(d, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), "mcp") == 0)
+			found = 1;
+	CHECK(found, "env_diff says mcp changed");
+	json_decref(d);
+	d = env_diff(a, b);
+	CHECK(d != NULL && json_array_size(d) == 0, "same servers: no diff");
+	json_decref(d);
+	env_unref(a);
+	env_unref(b);
+	env_unref(none);
+}
+
 int
 main(void)
 {
 	check_bads();
+	check_mcp();
 	check_goods();
 	check_workspace();
 	return unit_done();

@@ -29,11 +29,11 @@
 static char	ws[256];
 
 /* Tool definitions as the registry holds them (only name and read_only count). */
-static const struct tool_def	t_read = { "read_file", "", "{}", 1, 0, 1, NULL };
-static const struct tool_def	t_write = { "write_file", "", "{}", 0, 1, 1, NULL };
-static const struct tool_def	t_command = { "run_command", "", "{}", 0, 1, 0, NULL };
-static const struct tool_def	t_script = { "run_script", "", "{}", 0, 1, 0, NULL };
-static const struct tool_def	t_check = { "check", "", "{}", 0, 0, 1, NULL };
+static const struct tool_def	t_read = { "read_file", "", "{}", 1, 0, 1, NULL, 0 };
+static const struct tool_def	t_write = { "write_file", "", "{}", 0, 1, 1, NULL, 0 };
+static const struct tool_def	t_command = { "run_command", "", "{}", 0, 1, 0, NULL, 0 };
+static const struct tool_def	t_script = { "run_script", "", "{}", 0, 1, 0, NULL, 0 };
+static const struct tool_def	t_check = { "check", "", "{}", 0, 0, 1, NULL, 0 };
 
 /* Writes a file of the workspace. */
 static void

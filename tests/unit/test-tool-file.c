@@ -162,7 +162,7 @@ check_registry(void)
 	    "registering a name twice is refused");
 	free(cause);
 
-	list = tool_list_json();
+	list = tool_list_json(NULL);
 	CHECK(json_array_size(list) == 5, "tool_list_json lists five tools");
 	json_array_foreach(list, i, t) {
 		json_t *s = json_object_get(t, "inputSchema");
