@@ -16,9 +16,10 @@
  * What it does not do: there is no policy here (the profile itself names
  * the program, and each call it serves goes through the policy), and no
  * check of protected files after it (tr_group_enter): a server runs for
- * as long as the session, not for one call. Without namespaces, its
- * writes to protected files inside the allowed root are therefore not
- * put back; Landlock still keeps it inside the root.
+ * as long as the session, not for one call. So without namespaces, where
+ * the protected files cannot be bound read-only, it gets no write to the
+ * workspace at all (only its temp space and the agent's cache): it could
+ * otherwise rewrite .gbr_envs, which decides the sandbox.
  */
 #include "gbr-config.h"
 
@@ -101,9 +102,17 @@ tool_run_serve(const struct tool_run_ctx *ctx, const char *const *argv,
 		free(why_s);
 		goto out;
 	}
-	/* Read-only autonomy: the server writes nothing of the workspace. */
-	if (env_autonomy(ctx->env) != ENV_READ_ONLY)
+	/*
+	 * Read-only autonomy: the server writes nothing of the workspace.
+	 * Nor without namespaces: nothing could keep .gbr_envs and the
+	 * protected files read-only for a child that lives as long as the
+	 * session (Landlock allows a tree, it cannot carve files out of it),
+	 * and no check after it could put them back in time.
+	 */
+	if (env_autonomy(ctx->env) != ENV_READ_ONLY && runner_namespaces())
 		rw[nrw++] = o.cwd;
+	else
+		ro[nro++] = o.cwd;	/* it still reads the workspace */
 	if ((stmp = tr_session_tmp(ctx->session)) == NULL) {
 		tr_serve_fail(kind, reason, GBR_ERR_INTERNAL, "the session's "
 		    "temp folder cannot be made (see gbrd's log)");

@@ -106,8 +106,10 @@ def main():
         elif method == "tools/call":
             call(rid, m["params"]["name"], m["params"].get("arguments") or {})
         elif method == "notifications/cancelled":
-            with open(os.environ.get("FAKE_MCP_LOG", "/dev/null"), "a") as f:
-                f.write("cancelled %s\n" % m["params"].get("requestId"))
+            # To gbrd's log (stderr), which every sandbox lets it reach.
+            sys.stderr.write("fake server: cancelled %s\n" %
+                             m["params"].get("requestId"))
+            sys.stderr.flush()
         elif rid is not None and method is not None:
             send({"id": rid, "error": {"code": -32601, "message": "no"}})
 

@@ -173,6 +173,11 @@ def test_write_tool_waits_for_approval(make_daemon, ws, npm_servers):
         m = c.recv()
         if m.get("id") == rid:
             answer = m
+    if not namespaces(d):
+        # Without namespaces a server writes nothing in the workspace
+        # (see test_server_cannot_change_what_decides_the_sandbox).
+        assert kind(answer) == "tool_error" and not os.path.exists(mem), answer
+        return
     assert "result" in answer, answer
     # The server wrote where its one named variable told it: the workspace.
     with open(mem) as f:
@@ -215,12 +220,16 @@ def test_filesystem_root_cannot_write_outside(make_daemon, ws, tmpdir_short,
     r = call(d, sid, "fs__write_file", {"path": target, "content": "out\n"})
     assert "error" in r or r["result"]["result"]["text"], r
     assert not os.path.exists(target), "the server wrote outside the workspace"
-    # Inside the workspace it works.
+    # Inside the workspace it works where namespaces keep the protected
+    # files read-only; without them the server writes nothing there.
     inside = os.path.join(ws, "inside.txt")
     r = call(d, sid, "wsfs__write_file", {"path": inside, "content": "in\n"})
-    assert "result" in r, r
-    with open(inside) as f:
-        assert f.read() == "in\n"
+    if namespaces(d):
+        assert "result" in r, r
+        with open(inside) as f:
+            assert f.read() == "in\n"
+    else:
+        assert not os.path.exists(inside), r
     # The same for the fake server writing directly.
     profile(ws, "[env]\nautonomy = full\n" + fake_section(extra="ask = none\n"))
     d.conn().call("env.reload", {"session": sid})
@@ -232,6 +241,39 @@ def test_filesystem_root_cannot_write_outside(make_daemon, ws, tmpdir_short,
     # gbrd's socket is out of its reach too.
     r = call(d, sid, "fake__write", {"path": d.socket})
     assert kind(r) == "tool_error", r
+
+
+def namespaces(d):
+    return d.ctl_json("status")["security"]["runner"]["namespaces"]["active"]
+
+
+@pytest.mark.parametrize("ns", ["on", "off"])
+def test_server_cannot_change_what_decides_the_sandbox(make_daemon, ws, ns):
+    """A server writing .gbr_envs (the profiles) or a protected file inside
+    the workspace fails, with or without namespaces, and the profile in
+    force is unchanged."""
+    with open(os.path.join(ws, "keep.toml"), "w") as f:
+        f.write("v1\n")
+    profile(ws, "[env]\nautonomy = full\nprotected_files = keep.toml\n" +
+            fake_section(extra="ask = none\n"))
+    conf = GBRD_CONF + ("namespaces = off\n" if ns == "off" else "")
+    d = make_daemon(config=conf)
+    if ns == "on" and not namespaces(d):
+        pytest.skip("no namespaces here")
+    assert namespaces(d) == (ns == "on")
+    sid = new_session(d, ws)
+    wait_running(d, sid, ["fake"])
+    before = d.conn().call("env.show", {"session": sid})["result"]
+    evil = os.path.join(ws, ".gbr_envs", "zz-evil.ini")
+    for target in (evil, os.path.join(ws, ".gbr_envs", "default.ini"),
+                   os.path.join(ws, "keep.toml")):
+        r = call(d, sid, "fake__write", {"path": target})
+        assert kind(r) == "tool_error", (target, r)
+    assert not os.path.exists(evil)
+    with open(os.path.join(ws, "keep.toml")) as f:
+        assert f.read() == "v1\n"
+    time.sleep(2.5)		# the profile poll would have seen a change
+    assert d.conn().call("env.show", {"session": sid})["result"] == before
 
 
 def test_agent_turn_calls_mcp_tool(make_daemon, ws):
@@ -278,10 +320,9 @@ def test_crash_mid_call_then_restart(make_daemon, ws):
 
 
 def test_hang_times_out_and_cancel_notifies(make_daemon, ws):
-    log = os.path.join(ws, "cancelled.log")
     profile(ws, "[env]\nautonomy = supervised\n" +
-            fake_section(extra="timeout_ms = 1500\nenv = FAKE_MCP_LOG\n"))
-    d = make_daemon(config=GBRD_CONF, env={"FAKE_MCP_LOG": log})
+            fake_section(extra="timeout_ms = 1500\n"))
+    d = make_daemon(config=GBRD_CONF)
     sid = new_session(d, ws)
     wait_running(d, sid, ["fake"])
     t0 = time.time()
@@ -301,7 +342,7 @@ def test_hang_times_out_and_cancel_notifies(make_daemon, ws):
             break
     assert kind(m) == "cancelled", m
     deadline = time.time() + 10
-    while not (os.path.exists(log) and open(log).read().count("cancelled") >= 2):
+    while d.log().count("fake server: cancelled") < 2:
         assert time.time() < deadline, "no notifications/cancelled reached the server"
         time.sleep(0.1)
     # The loop never waited: the daemon answers, the server still works.
