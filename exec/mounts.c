@@ -323,6 +323,58 @@ ge_hide(const struct ge_opts *o, struct ge_setup *su, const char *path)
 	su->hidden++;
 }
 
+/* Binds path over itself, read-only (ro) or writable again (!ro). */
+static int GE_CHILD
+ge_bind_self(const char *path, int ro)
+{
+	int	r;
+
+	if ((r = ge_mount(path, path, NULL, MS_BIND | MS_REC, NULL)) != 0)
+		return r;
+	return ge_mount(NULL, path, NULL, MS_REMOUNT | MS_BIND |
+	    (ro ? MS_RDONLY : 0) | ge_locked_flags(path), NULL);
+}
+
+/*
+ * The read-only paths that were bound back under /tmp are bound read-only
+ * there. Landlock alone cannot keep them so: the run may write /tmp (the
+ * session's temp space, mounted there), and Landlock's rules follow the
+ * path, so everything bound beneath /tmp would be writable too. A path
+ * the run may write that lies inside one of them is bound writable again
+ * over itself, on top.
+ */
+static void GE_CHILD
+ge_mount_tmp_ro(const struct ge_opts *o, struct ge_setup *su)
+{
+	struct stat	st;
+	const char	*p;
+	int		i, j, r, mine;
+
+	if (!su->tmp)
+		return;
+	for (i = 0; i < o->rd.n; i++) {
+		p = o->rd.v[i];
+		if (!ge_under(p, "/tmp") || strcmp(p, "/tmp") == 0 ||
+		    ge_under(p, o->tmpdir))
+			continue;
+		for (j = 0, mine = 0; j < o->wr.n && !mine; j++)
+			mine = ge_under(p, o->wr.v[j]);
+		if (mine || ge_stat(p, &st, 0) != 0 || S_ISLNK(st.st_mode))
+			continue;
+		if ((r = ge_bind_self(p, 1)) != 0)
+			ge_fail("mount-tmp-readonly", -r);
+		for (j = 0; j < o->wr.n; j++) {
+			if (!ge_under(o->wr.v[j], p) ||
+			    ge_stat(o->wr.v[j], &st, 0) != 0 ||
+			    S_ISLNK(st.st_mode))
+				continue;
+			if ((r = ge_bind_self(o->wr.v[j], 0)) != 0)
+				ge_fail("mount-tmp-writable", -r);
+		}
+		su->ro++;
+	}
+}
+
 /*
  * In the new mount namespace: nothing propagates back to the host; the
  * session's temp space replaces /tmp and /dev/shm; each hidden folder is
@@ -348,6 +400,7 @@ ge_mounts(const struct ge_opts *o, struct ge_setup *su)
 			ge_hide(o, su, o->secret.v[i]);
 	/* Chains first: a read-only bind must end up on top of them. */
 	ge_mount_chains(o, su);
+	ge_mount_tmp_ro(o, su);
 	for (i = 0; i < o->robind.n; i++) {
 		if (ge_stat(o->robind.v[i], &st, 0) != 0 || S_ISLNK(st.st_mode))
 			continue;

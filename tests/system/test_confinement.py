@@ -675,3 +675,26 @@ def test_closing_a_session_stops_its_commands(gbrd):
         if resp.get("id") == rid:
             break
     assert resp["error"]["data"]["kind"] in ("cancelled", "session_not_found"), resp
+
+
+def test_a_read_only_root_under_tmp_stays_read_only(gbrd):
+    """With namespaces the session's temp space is mounted on /tmp and the
+    run may write it; a read-only root that lives under /tmp (bound back in
+    there) must not become writable with it. Also when the workspace lies
+    inside that root: the workspace stays writable, the rest does not."""
+    assert gbrd.root.startswith("/tmp/"), gbrd.root
+    refs = os.path.join(gbrd.root, "refs")
+    write(os.path.join(refs, "lib", "a.txt"), "orig\n")
+    ws = workspace(gbrd, name=os.path.join("refs", "ws"))
+    other = workspace(gbrd, name="ws2")
+    for w, root in ((other, refs), (ws, refs)):
+        write(os.path.join(w, ".gbr_envs", "default.ini"),
+              "[env]\nread_only_roots = %s\n" % root)
+        c, sid = session(gbrd, w)
+        code = ("for f in %s/lib/a.txt %s/lib/new.txt; do echo evil > $f; done; "
+                "echo ok > %s/mine.txt; cat %s/lib/a.txt" % (refs, refs, w, refs))
+        r = out(run(c, sid, code, lang="sh"))
+        assert "orig" in r["stdout"], r        # it could read the root
+        assert read(os.path.join(refs, "lib", "a.txt")) == "orig\n", (w, r)
+        assert not os.path.exists(os.path.join(refs, "lib", "new.txt")), (w, r)
+        assert read(os.path.join(w, "mine.txt")) == "ok\n", (w, r)
