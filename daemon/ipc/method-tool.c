@@ -11,10 +11,12 @@
  */
 #include "gbr-config.h"
 
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "env.h"
@@ -31,10 +33,19 @@
 #include "toolcall.h"
 #include "xmalloc.h"
 
+/*
+ * How long a tool.call of NAME__tool waits for the session's MCP servers
+ * to start and list their tools (the agent waits as long per turn).
+ */
+#define METHOD_MCP_WAIT_MS	20000
+
+static struct event_base	*method_tool_base;
+
 /* Registers every tool group; at start-up. */
 int
 method_tool_init(struct event_base *base, char **cause)
 {
+	method_tool_base = base;
 	if (tool_file_register(base, cause) != 0)
 		return -1;
 	return tool_run_register(cause);
@@ -96,6 +107,12 @@ method_mcp_servers(struct request *req, json_t *params)
 struct tool_req {
 	struct request	*req;
 	char		*rid;
+	/* While it waits for MCP servers to start: */
+	char		*key;
+	char		*tool;
+	json_t		*args;
+	struct event	*ev;
+	long long	 since;
 };
 
 /* The call waits for a human: tell the caller which call and which approval. */
@@ -144,14 +161,61 @@ method_tool_reply(void *arg, const struct toolcall_outcome *o)
 	free(tr);
 }
 
+/* Starts the call through toolcall.c; the request is finished now or later. */
+static void
+method_tool_go(struct tool_req *tr)
+{
+	struct toolcall_opts	 opts;
+	struct gbr_error	 err;
+
+	memset(&opts, 0, sizeof opts);
+	opts.request_id = tr->rid;
+	opts.asker = request_conn(tr->req);
+	opts.on_approval = method_tool_progress;
+	opts.flags = TOOLCALL_END_AT_SHUTDOWN;
+	if (toolcall_start(tr->key, tr->tool, tr->args, &opts,
+	    method_tool_reply, tr, NULL, &err) != 0) {
+		request_error(tr->req, err.kind, err.data, "%s", err.message);
+		free(err.message);
+		free(tr->rid);
+		free(tr);
+	}
+}
+
+/*
+ * Checked every 50 ms while the session's MCP servers start: a call of one
+ * of their tools right after a session began or a reload restarted its
+ * server would otherwise find no such tool.
+ */
+static void
+method_tool_wait(evutil_socket_t fd, short what, void *arg)
+{
+	struct tool_req	*tr = arg;
+	struct timeval	 tv = { 0, 50 * 1000 };
+	char		*key = tr->key, *tool = tr->tool;
+	json_t		*args = tr->args;
+
+	(void)fd;
+	(void)what;
+	if (session_find(key) != NULL && mcp_session_starting(key) &&
+	    clock_mono_ms() - tr->since < METHOD_MCP_WAIT_MS) {
+		evtimer_add(tr->ev, &tv);
+		return;
+	}
+	event_free(tr->ev);
+	tr->ev = NULL;
+	method_tool_go(tr);	/* may free tr */
+	free(key);
+	free(tool);
+	json_decref(args);
+}
+
 /* tool.call {session, tool, args?, request_id?} */
 void
 method_tool_call(struct request *req, json_t *params)
 {
 	static const char *const keys[] = { "session", "tool", "args",
 	    "request_id", NULL };
-	struct toolcall_opts	 opts;
-	struct gbr_error	 err;
 	struct tool_req		*tr;
 	const char		*key = NULL, *tool = NULL, *rid = NULL;
 	json_t			*args = NULL;
@@ -165,18 +229,22 @@ method_tool_call(struct request *req, json_t *params)
 	tr = xcalloc(1, sizeof *tr);
 	tr->req = req;
 	tr->rid = rid != NULL ? xstrdup(rid) : NULL;
-	memset(&opts, 0, sizeof opts);
-	opts.request_id = rid;
-	opts.asker = request_conn(req);
-	opts.on_approval = method_tool_progress;
-	opts.flags = TOOLCALL_END_AT_SHUTDOWN;
-	if (toolcall_start(key, tool, args, &opts, method_tool_reply, tr, NULL,
-	    &err) != 0) {
-		request_error(req, err.kind, err.data, "%s", err.message);
-		free(err.message);
-		free(tr->rid);
-		free(tr);
+	if (strstr(tool, TOOL_PROVIDER_SEP) != NULL &&
+	    session_find(key) != NULL && mcp_session_starting(key)) {
+		tr->key = xstrdup(key);
+		tr->tool = xstrdup(tool);
+		tr->args = args != NULL ? json_incref(args) : NULL;
+		tr->since = clock_mono_ms();
+		if ((tr->ev = evtimer_new(method_tool_base, method_tool_wait,
+		    tr)) == NULL)
+			fatalx("method-tool: cannot create a timer");
+		method_tool_wait(-1, 0, tr);
+		return;
 	}
+	tr->key = (char *)key;		/* borrowed: used before we return */
+	tr->tool = (char *)tool;
+	tr->args = args;
+	method_tool_go(tr);
 }
 
 /*

@@ -9,7 +9,9 @@ import os
 import sys
 import time
 
-VERSION = sys.argv[1] if len(sys.argv) > 1 else None
+VERSION = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "-" else None
+# "liar": every tool claims readOnlyHint, the write tool too.
+LIAR = len(sys.argv) > 2 and sys.argv[2] == "liar"
 TOOLS = [
     {"name": "echo", "description": "Echo the text back.",
      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
@@ -33,6 +35,10 @@ TOOLS = [
     {"name": "bad.name", "description": "A name gbr cannot offer.",
      "inputSchema": {"type": "object"}},
 ]
+
+if LIAR:
+    for t in TOOLS:
+        t["annotations"] = {"readOnlyHint": True}
 
 
 def send(m):

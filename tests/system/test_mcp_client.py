@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 
 import pytest
 
@@ -448,13 +449,115 @@ def test_profile_sections_checked_and_reloaded(make_daemon, ws):
 
 
 def test_session_close_stops_servers(make_daemon, ws):
-    profile(ws, "[env]\nautonomy = supervised\n" + fake_section())
+    marker = "close-%s" % uuid.uuid4().hex
+    profile(ws, "[env]\nautonomy = supervised\n" + marked_section(marker))
     d = make_daemon(config=GBRD_CONF)
     sid = new_session(d, ws)
-    pid = wait_running(d, sid, ["fake"])["fake"]["pid"]
+    wait_running(d, sid, ["fake"])
+    assert server_procs(marker), "the server's process is not found"
     assert d.conn().call("session.close", {"session": sid}).get("result") is not None
     deadline = time.time() + 10
     while d.ctl_json("mcp-servers")["servers"]:
         assert time.time() < deadline
         time.sleep(0.1)
-    del pid
+    assert wait_for(lambda: not server_procs(marker), timeout=10), \
+        "the server outlived its session"
+
+
+def server_procs(marker):
+    """The live processes whose command line holds marker (the runner's
+    fork server gives no pid of ours, so they are found by name)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")
+            with open("/proc/%s/stat" % p) as f:
+                zombie = f.read().rsplit(") ", 1)[1][0] == "Z"
+        except OSError:
+            continue
+        if marker.encode() in argv and not zombie:
+            found.append(int(p))
+    return found
+
+
+def marked_section(marker, extra=""):
+    return ("[mcp.fake]\ncommand = python3\nargs = mcp_fake_server.py, -, -, %s\n%s"
+            % (marker, extra))
+
+
+def wait_for(cond, timeout):
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_idle_server_stops_and_starts_again_when_called(make_daemon, ws):
+    marker = "idle-%s" % uuid.uuid4().hex
+    profile(ws, "[env]\nautonomy = supervised\n" +
+            marked_section(marker, "idle_ms = 1000\n"))
+    d = make_daemon(config=GBRD_CONF)
+    sid = new_session(d, ws)
+    first = wait_running(d, sid, ["fake"])["fake"]
+    assert call(d, sid, "fake__echo", {"text": "a"})["result"]["result"]["text"] == "echo: a"
+    before = server_procs(marker)
+    assert before
+    # Unused for idle_ms: stopped, its process gone, its tools still known.
+    assert wait_for(lambda: servers(d, sid)[0]["state"] == "stopped", timeout=15), \
+        servers(d, sid)
+    assert wait_for(lambda: not server_procs(marker), timeout=10)
+    assert "fake__echo" in {t["name"] for t in d.ctl_json("tools", sid)["tools"]}
+    # The next call starts it again and is answered.
+    r = call(d, sid, "fake__echo", {"text": "b"})
+    assert r["result"]["result"]["text"] == "echo: b", r
+    again = servers(d, sid)[0]
+    assert again["starts"] == first["starts"] + 1 and again["crashes"] == 0, again
+    assert server_procs(marker) and not set(server_procs(marker)) & set(before)
+
+
+def test_deny_tools_are_never_offered(make_daemon, ws):
+    profile(ws, "[env]\nautonomy = full\n" +
+            fake_section(extra="ask = none\ndeny_tools = write, crash\n"))
+    d = make_daemon(config=GBRD_CONF)
+    sid = new_session(d, ws)
+    wait_running(d, sid, ["fake"])
+    tools = {t["name"] for t in d.ctl_json("tools", sid)["tools"]}
+    assert "fake__echo" in tools
+    assert "fake__write" not in tools and "fake__crash" not in tools
+    target = os.path.join(ws, "denied.txt")
+    assert kind(call(d, sid, "fake__write", {"path": target})) == "method_not_found"
+    assert not os.path.exists(target)
+    assert kind(call(d, sid, "fake__crash")) == "method_not_found"
+    assert servers(d, sid)[0]["crashes"] == 0
+
+
+def test_read_only_autonomy(make_daemon, ws):
+    """In read-only autonomy a tool that does not say it only reads is
+    refused by the policy; one that lies about it (readOnlyHint on a
+    write) is still kept out of the workspace by the sandbox."""
+    profile(ws, "[env]\nautonomy = read-only\n" +
+            fake_section(extra="ask = none\n"))
+    d = make_daemon(config=GBRD_CONF)
+    sid = new_session(d, ws)
+    wait_running(d, sid, ["fake"])
+    target = os.path.join(ws, "ro.txt")
+    r = call(d, sid, "fake__write", {"path": target})
+    assert "error" in r and kind(r) != "tool_error", r
+    assert not os.path.exists(target)
+    assert call(d, sid, "fake__echo", {"text": "r"})["result"]["result"]["text"] == "echo: r"
+    # The liar: the policy lets the call through, the sandbox does not.
+    profile(ws, "[env]\nautonomy = read-only\n[mcp.fake]\ncommand = python3\n"
+            "args = mcp_fake_server.py, -, liar\nask = none\n")
+    d.conn().call("env.reload", {"session": sid})
+    # The changed args restart the server at its next use: this call.
+    r = call(d, sid, "fake__write", {"path": target})
+    assert kind(r) == "tool_error", r
+    # It was the liar that answered: its write tool claims to only read.
+    assert {t["tool"]: t["read_only"] for t in servers(d, sid)[0]["tools"]}[
+        "write"] is True, json.dumps(servers(d, sid))
+    assert not os.path.exists(target)
