@@ -150,7 +150,8 @@ void	 acp_turn_ended(struct acp *a, struct acp_sess *s);
 
 /* acp-update.c: gbrd's events and history as ACP updates. */
 void	 acp_event(struct acp *a, json_t *params);
-void	 acp_replay(struct acp *a, struct acp_sess *s, json_t *messages);
+void	 acp_replay(struct acp *a, struct acp_sess *s, json_t *messages,
+	    json_int_t older);
 void	 acp_ask_permission(struct acp *a, struct acp_sess *s, json_t *ap);
 void	 acp_perm_free(struct acp *a, struct acp_perm *p);
 

@@ -460,7 +460,11 @@ acp_daemon_reply(struct acp *a, struct acp_call *c, json_t *msg)
 		s = acp_sess_add(a, c->sess, json_string_value(json_object_get(
 		    c->data, "workspace")));
 		s->seq = json_integer_value(json_object_get(res, "seq"));
-		acp_replay(a, s, json_object_get(res, "messages"));
+		acp_replay(a, s, json_object_get(res, "messages"),
+		    json_is_true(json_object_get(res, "more")) ?
+		    json_integer_value(json_object_get(res, "total")) -
+		    (json_int_t)json_array_size(json_object_get(res,
+		    "messages")) : 0);
 		acp_call(a, ACP_D_ATTACH, s->id, c->id, "session.attach",
 		    json_pack("{s:s, s:I}", "session", s->id, "after_seq",
 		    (json_int_t)s->seq));

@@ -387,12 +387,22 @@ acp_message(struct acp *a, struct acp_sess *s, json_t *m, const char *rid)
 
 /* session/load: the history, oldest first, as updates. */
 void
-acp_replay(struct acp *a, struct acp_sess *s, json_t *messages)
+acp_replay(struct acp *a, struct acp_sess *s, json_t *messages,
+    json_int_t older)
 {
 	json_t	*m;
 	size_t	 i;
+	char	*note;
 
 	s->delta_turn = s->delta_step = -1;
+	if (older > 0) {
+		/* Said, not silently dropped: where the rest can be read. */
+		note = xasprintf("(%lld older messages of this session are "
+		    "not shown here: `gbrctl history %s` lists them)\n\n",
+		    (long long)older, s->id);
+		acp_chunk(a, s, "agent_message_chunk", note);
+		free(note);
+	}
 	json_array_foreach(messages, i, m)
 		acp_message(a, s, m, NULL);
 }

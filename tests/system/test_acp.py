@@ -515,3 +515,31 @@ def test_help():
     assert "agent_servers" in r.stdout and "sandbox" in r.stdout
     r = subprocess.run([GBRCTL, "acp", "--bogus"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_load_says_how_many_older_messages_it_leaves_out(make_daemon, ws, tmpdir_short):
+    """session/load replays the newest 1000 messages; the editor is told
+    how many older ones there are, and where to read them."""
+    d = make_daemon(config="[llm]\nollama_url = off\n")
+    c = d.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    n = 0
+    while n < 1003:
+        r = c.call("session.send", {"session": sid, "text": "m%d" % n})
+        if "error" in r:
+            assert r["error"]["data"]["kind"] == "busy", r
+            time.sleep(0.002)
+            continue
+        n += 1
+    total = c.call("session.history", {"session": sid, "limit": 1})["result"]["total"]
+    assert total >= 1003
+    e = Editor(d, [], tmpdir_short)
+    try:
+        e.request("session/load", {"sessionId": sid, "cwd": ws, "mcpServers": []})
+        first = e.of(sid, "agent_message_chunk")[0]["content"]["text"]
+        assert first.startswith("(%d older messages" % (total - 1000)), first
+        assert "gbrctl history %s" % sid in first
+        users = [u["content"]["text"] for u in e.of(sid, "user_message_chunk")]
+        assert users[-1] == "m1002" and "m0" not in users, users[:3]
+    finally:
+        e.close()
