@@ -368,8 +368,10 @@ mcp_call_send(struct mcp_server *srv, struct mcp_call *c)
 	if (mcp_send(srv, json_pack("{s:I, s:s, s:{s:s, s:O}}", "id",
 	    (json_int_t)c->id, "method", "tools/call", "params", "name",
 	    c->remote, "arguments", c->args)) != 0)
-		mcp_call_end(c, 1, GBR_ERR_UNAVAILABLE, "cannot write to the "
-		    "MCP server (it does not read its input)", NULL);
+		mcp_call_end(c, 1, GBR_ERR_UNAVAILABLE, srv->http != NULL ?
+		    "cannot send to the MCP server (too many requests in "
+		    "flight)" : "cannot write to the MCP server (it does not "
+		    "read its input)", NULL);
 }
 
 /* Sends the calls that waited for the server. */
