@@ -433,12 +433,12 @@ gbrd_run(void)
 
 	event_base_dispatch(gbrd_ev_base);
 
-	/* No transfer outlives the loop. */
+	/* No transfer outlives the loop (MCP's url servers' ones first). */
 	agent_shutdown();
+	mcp_shutdown();
 	llm_shutdown();
 	http_shutdown();
 	/* No child outlives the daemon, and no search its callers. */
-	mcp_shutdown();
 	tool_run_shutdown();
 	tool_file_shutdown();
 	session_env_shutdown();

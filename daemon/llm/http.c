@@ -19,6 +19,11 @@
  * marked request refuses its bytes, and the request is reaped as soon as
  * curl returns. Either way, no callback of a cancelled request runs again.
  *
+ * A request started from inside curl's callbacks (an MCP server's SSE
+ * event that asks for an answer, say) cannot be added to the multi
+ * handle there: it waits, marked pending, and is added as soon as curl
+ * returns (http_add_pending).
+ *
  * Each request has its own idle timer, re-armed by every byte received:
  * a provider that stops sending in the middle of a stream is noticed
  * after idle_timeout_ms, whatever TCP thinks.
@@ -54,6 +59,7 @@ struct http_req {
 	char			*url_log;	/* redacted, for the logs */
 	http_data_cb		 data_cb;
 	http_done_cb		 done_cb;
+	http_header_fn		 header_cb;
 	void			*arg;
 	struct event		*idle_ev;
 	long			 idle_ms;
@@ -62,6 +68,7 @@ struct http_req {
 	int			 status;
 	long			 retry_after_ms;
 	int			 cancelled;	/* reaped once curl returns */
+	int			 pending;	/* added once curl returns */
 	int			 too_large;
 	int			 stopped;	/* the data callback said stop */
 	int			 idle;		/* the idle timer fired */
@@ -83,6 +90,7 @@ static struct http_list		 http_reqs = TAILQ_HEAD_INITIALIZER(http_reqs);
 static unsigned			 http_nreqs;
 static int			 http_in_curl;	/* depth of calls into curl */
 static int			 http_zombies;	/* cancelled inside curl */
+static int			 http_npending;	/* started inside curl */
 
 static void	http_check(void);
 
@@ -202,6 +210,23 @@ http_parse_retry_after(const char *v, long long now)
 	return (long)(((long long)t - now) * 1000);
 }
 
+/* Hands a "Name: value" header line to the request's header callback. */
+static void
+http_header_split(struct http_req *r, const char *buf, size_t n)
+{
+	const char	*colon, *v, *end = buf + n;
+
+	if ((colon = memchr(buf, ':', n)) == NULL || colon == buf)
+		return;
+	v = colon + 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' ||
+	    end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	r->header_cb(r->arg, buf, (size_t)(colon - buf), v, (size_t)(end - v));
+}
+
 /* curl: one header line (the status line included). */
 static size_t
 http_header_cb(char *buf, size_t size, size_t nitems, void *userp)
@@ -228,7 +253,10 @@ http_header_cb(char *buf, size_t size, size_t nitems, void *userp)
 		v[vlen] = '\0';
 		r->retry_after_ms = http_parse_retry_after(v, (long long)time(NULL));
 	}
-	return n;
+	if (r->header_cb != NULL)
+		http_header_split(r, buf, n);
+	/* The callback may have cancelled this very request. */
+	return r->cancelled ? 0 : n;
 }
 
 /* The idle timer fired: nothing arrived for too long. */
@@ -301,6 +329,40 @@ http_classify(struct http_req *r, CURLcode code)
 	}
 }
 
+/* Adds the requests started inside curl's callbacks (outside curl). */
+static void
+http_add_pending(void)
+{
+	struct http_req		*r, *next;
+	struct http_result	 res;
+	CURLMcode		 mc;
+
+	if (http_npending == 0)
+		return;
+	http_npending = 0;
+	for (r = TAILQ_FIRST(&http_reqs); r != NULL; r = next) {
+		next = TAILQ_NEXT(r, entry);
+		if (!r->pending || r->cancelled)
+			continue;
+		r->pending = 0;
+		http_in_curl++;
+		mc = curl_multi_add_handle(http_multi, r->easy);
+		http_in_curl--;
+		if (mc == CURLM_OK)
+			continue;
+		/* Its done callback is owed: it says why. */
+		http_req_detach(r);
+		memset(&res, 0, sizeof res);
+		res.error = HTTP_ERR_OTHER;
+		res.message = curl_multi_strerror(mc);
+		res.retry_after_ms = -1;
+		r->done_cb(r->arg, &res);
+		http_req_free(r);
+		/* The callback may have started or cancelled others. */
+		next = TAILQ_FIRST(&http_reqs);
+	}
+}
+
 /* Collects finished transfers and runs their done callbacks, one by one. */
 static void
 http_check(void)
@@ -347,6 +409,7 @@ http_check(void)
 		r->done_cb(r->arg, &res);
 		http_req_free(r);
 	}
+	http_add_pending();
 }
 
 /* A watched socket is ready. */
@@ -483,7 +546,7 @@ http_host_loopback(const char *host)
 
 /* The host of a URL (new), or NULL if the URL does not parse. */
 static char *
-http_url_host(const char *url, int *scheme_ok)
+http_url_host_scheme(const char *url, int *scheme_ok)
 {
 	CURLU	*u = curl_url();
 	char	*host = NULL, *scheme = NULL, *copy = NULL;
@@ -504,6 +567,21 @@ http_url_host(const char *url, int *scheme_ok)
 	return copy;
 }
 
+/* The host of an http:// or https:// URL (new), or NULL. */
+char *
+http_url_host(const char *url)
+{
+	char	*host;
+	int	 scheme_ok;
+
+	if ((host = http_url_host_scheme(url, &scheme_ok)) != NULL &&
+	    !scheme_ok) {
+		free(host);
+		host = NULL;
+	}
+	return host;
+}
+
 /* Starts a request. */
 struct http_req *
 http_start(const struct http_request *req, http_data_cb data_cb,
@@ -520,7 +598,8 @@ http_start(const struct http_request *req, http_data_cb data_cb,
 		*cause = xstrdup("the HTTP layer is not running");
 		return NULL;
 	}
-	if ((host = http_url_host(req->url, &scheme_ok)) == NULL || !scheme_ok) {
+	if ((host = http_url_host_scheme(req->url, &scheme_ok)) == NULL ||
+	    !scheme_ok) {
 		free(host);
 		*cause = xstrdup("not an http:// or https:// URL");
 		return NULL;
@@ -528,6 +607,7 @@ http_start(const struct http_request *req, http_data_cb data_cb,
 	r = xcalloc(1, sizeof *r);
 	r->data_cb = data_cb;
 	r->done_cb = done_cb;
+	r->header_cb = req->header_cb;
 	r->arg = arg;
 	r->retry_after_ms = -1;
 	r->max_bytes = req->max_response_bytes != 0 ? req->max_response_bytes :
@@ -580,7 +660,10 @@ http_start(const struct http_request *req, http_data_cb data_cb,
 	free(host);
 	if (req->method != NULL && strcmp(req->method, "GET") == 0)
 		curl_easy_setopt(r->easy, CURLOPT_HTTPGET, 1L);
-	else {
+	else if (req->method != NULL && strcmp(req->method, "DELETE") == 0) {
+		curl_easy_setopt(r->easy, CURLOPT_HTTPGET, 1L);
+		curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, "DELETE");
+	} else {
 		r->body = xmalloc(req->body_len + 1);
 		if (req->body_len > 0)
 			memcpy(r->body, req->body, req->body_len);
@@ -594,6 +677,14 @@ http_start(const struct http_request *req, http_data_cb data_cb,
 		if ((r->idle_ev = evtimer_new(http_base, http_idle_cb, r)) == NULL)
 			fatalx("evtimer_new failed");
 		http_idle_arm(r);
+	}
+	if (http_in_curl > 0) {
+		/* curl refuses to be called from its own callbacks. */
+		r->pending = 1;
+		http_npending++;
+		TAILQ_INSERT_TAIL(&http_reqs, r, entry);
+		http_nreqs++;
+		return r;
 	}
 	http_in_curl++;
 	mc = curl_multi_add_handle(http_multi, r->easy);

@@ -48,8 +48,15 @@ enum http_error {
 	HTTP_ERR_OTHER,		/* anything else curl reported */
 };
 
+/*
+ * A response header as it arrives (name and value borrowed, not
+ * NUL-terminated, the value without its surrounding blanks).
+ */
+typedef void (*http_header_fn)(void *arg, const char *name, size_t nlen,
+    const char *value, size_t vlen);
+
 struct http_request {
-	const char		*method;	/* "POST" or "GET" */
+	const char		*method;	/* "POST", "GET" or "DELETE" */
 	const char		*url;
 	const char *const	*headers;	/* "Name: value" each */
 	size_t			 nheaders;
@@ -59,6 +66,7 @@ struct http_request {
 	long			 idle_timeout_ms;    /* 0: none */
 	long			 total_timeout_ms;   /* 0: none */
 	size_t			 max_response_bytes; /* 0: 16 MiB */
+	http_header_fn		 header_cb;	/* or NULL; given http_start's arg */
 };
 
 struct http_result {
@@ -102,6 +110,11 @@ char		*http_redact_url(const char *url);
 char		*http_redact_header(const char *header);
 /* True if host (no brackets needed for IPv6) is a loopback name or address. */
 int		 http_host_loopback(const char *host);
+/*
+ * The host of an http:// or https:// URL (new), or NULL if the URL does
+ * not parse or has another scheme.
+ */
+char		*http_url_host(const char *url);
 /* Parses a Retry-After value (seconds or an HTTP date) at now; -1 if bad. */
 long		 http_parse_retry_after(const char *value, long long now);
 

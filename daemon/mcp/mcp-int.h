@@ -6,6 +6,8 @@
  *   mcp-tool.c  the tools: the provider the registry asks, calls and
  *               their end (answers, timeouts, cancels), results for the
  *               model, and mcp.servers
+ *   mcp-http.c  the Streamable HTTP transport of a url server: POSTs,
+ *               JSON and SSE answers, the session id, the GET stream
  */
 #ifndef GBRD_MCP_INT_H
 #define GBRD_MCP_INT_H
@@ -21,6 +23,7 @@
 #include "tool.h"
 
 struct event;
+struct mcp_http;
 struct runner_job;
 
 #define MCP_LINE_MAX		(4 * 1024 * 1024) /* bytes of one message */
@@ -39,6 +42,8 @@ struct runner_job;
 #define MCP_BACKOFF_MAX_MS	30000
 #define MCP_CRASHES_MAX		5		/* in a row, then failed */
 #define MCP_STABLE_MS		60000		/* up this long: crashes reset */
+#define MCP_HTTP_BODY_MAX	(2 * MCP_LINE_MAX) /* one HTTP answer's body */
+#define MCP_HTTP_POSTS_MAX	(2 * MCP_CALLS_MAX) /* POSTs in flight */
 
 enum mcp_state {
 	MCP_STOPPED,		/* not running (never, idle, or stopped) */
@@ -67,6 +72,9 @@ struct mcp_server {
 	int			 read_only;	/* the autonomy it started for */
 	enum mcp_state		 state;
 	struct runner_job	*job;		/* the process, or NULL */
+	struct mcp_http		*http;		/* a url server's link, or NULL */
+	unsigned		 reinits;	/* sessions lost lately (http) */
+	int64_t			 reinit_ms;
 	struct event		*timer;		/* start deadline, backoff, idle */
 	char			*out;		/* stdout's unfinished line */
 	size_t			 out_len, out_cap;
@@ -139,6 +147,26 @@ struct mcp_server *mcp_server_find(struct mcp_session *, const char *name);
 int		 mcp_server_start(struct mcp_server *);
 /* Sends one message (a new reference, stolen). Returns 0 or -1. */
 int		 mcp_send(struct mcp_server *, json_t *);
+/* True if the server has a process (stdio) or a link (http). */
+int		 mcp_server_running(const struct mcp_server *);
+/* One message from the server (borrowed), whatever carried it. */
+void		 mcp_message(struct mcp_server *, json_t *);
+/* A message that makes no sense: counted; too many end the server. */
+void		 mcp_bad(struct mcp_server *, const char *what);
+/* Sets the server's last error (logged). */
+void		 mcp_error(struct mcp_server *, const char *fmt, ...)
+		    __attribute__((format(__printf__, 2, 3)));
+/* Ends a running server on purpose (it is then failed until asked again). */
+void		 mcp_kill(struct mcp_server *, const char *why);
+/*
+ * The server went away unasked (how: "exited with code 3"); with its
+ * last_error set already: its calls fail, it is started again after a
+ * backoff, or failed if give_up or it crashed too often.
+ */
+void		 mcp_server_lost(struct mcp_server *, const char *how,
+		    int give_up);
+/* Starts its initialize again on the same link (an HTTP session expired). */
+void		 mcp_server_reinit(struct mcp_server *);
 /* Untrusted text made safe to log or show (new string). */
 char		*mcp_escape(const char *, size_t);
 /* An int option of the server's profile, or def. */
@@ -152,10 +180,29 @@ void		 mcp_calls_fail(struct mcp_server *, enum gbr_err,
 		    const char *fmt, ...) __attribute__((format(__printf__, 3, 4)));
 /* An answer to a call (result or error), by id. Returns 0, -1 if unknown. */
 int		 mcp_call_answer(struct mcp_server *, int64_t id, json_t *msg);
+/* Sends a call again once the server is ready (0), -1 if no such call. */
+int		 mcp_call_requeue(struct mcp_server *, int64_t id);
+/* Ends one call with an error (its answer will not come). */
+void		 mcp_call_lost(struct mcp_server *, int64_t id, enum gbr_err,
+		    const char *why);
 /* Builds the tools of a tools/list (every page), replacing the old ones. */
 void		 mcp_tools_set(struct mcp_server *, json_t *tools);
 void		 mcp_tools_free(struct mcp_server *);
 /* The provider registered with the registry. */
 extern const struct tool_provider mcp_provider;
+
+/* mcp-http.c */
+/* Opens a url server's link (nothing sent yet). 0, or -1 with *cause. */
+int		 mcp_http_open(struct mcp_server *, char **cause);
+/* Closes the link at once (DELETE for its session); no callback runs. */
+void		 mcp_http_close(struct mcp_server *);
+/* POSTs one message (stolen). Returns 0 or -1. */
+int		 mcp_http_send(struct mcp_server *, json_t *);
+/* The server is ready: its GET stream is opened if it offers one. */
+void		 mcp_http_ready(struct mcp_server *);
+/* A request of ours ended (a call): its POST is abandoned. */
+void		 mcp_http_forget(struct mcp_server *, int64_t id);
+/* {session, get_stream} for mcp.servers (new reference). */
+json_t		*mcp_http_json(const struct mcp_server *);
 
 #endif

@@ -256,6 +256,8 @@ mcp_call_ev(evutil_socket_t fd, short what, void *arg)
 			    "method", "notifications/cancelled", "params",
 			    "requestId", (json_int_t)c->id, "reason",
 			    "timed out"));
+		if (c->id != 0)
+			mcp_http_forget(c->srv, c->id);
 		c->failed = 1;
 		c->kind = GBR_ERR_TIMEOUT;
 		c->reason = why;
@@ -282,6 +284,8 @@ mcp_call_end(struct mcp_call *c, int failed, enum gbr_err kind,
 	c->result = result;
 	if (c->srv != NULL) {
 		c->srv->used_ms = (int64_t)clock_mono_ms();
+		if (c->id != 0)
+			mcp_http_forget(c->srv, c->id);
 		TAILQ_REMOVE(&c->srv->calls, c, entry);
 		c->srv->ncalls--;
 		c->srv = NULL;
@@ -308,6 +312,43 @@ mcp_calls_fail(struct mcp_server *srv, enum gbr_err kind, const char *fmt, ...)
 	free(why);
 }
 
+/* Finds a call in flight by its id, or NULL. */
+static struct mcp_call *
+mcp_call_find(struct mcp_server *srv, int64_t id)
+{
+	struct mcp_call	*c;
+
+	TAILQ_FOREACH(c, &srv->calls, entry)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+/* Sends a call again once the server is ready (see mcp-int.h). */
+int
+mcp_call_requeue(struct mcp_server *srv, int64_t id)
+{
+	struct mcp_call	*c;
+
+	if (id == 0 || (c = mcp_call_find(srv, id)) == NULL)
+		return -1;
+	c->id = 0;
+	if (srv->state == MCP_READY)
+		mcp_calls_flush(srv);
+	return 0;
+}
+
+/* Ends one call with an error (see mcp-int.h). */
+void
+mcp_call_lost(struct mcp_server *srv, int64_t id, enum gbr_err kind,
+    const char *why)
+{
+	struct mcp_call	*c;
+
+	if (id != 0 && (c = mcp_call_find(srv, id)) != NULL)
+		mcp_call_end(c, 1, kind, why, NULL);
+}
+
 /* Sends a call now. */
 static void
 mcp_call_send(struct mcp_server *srv, struct mcp_call *c)
@@ -327,8 +368,10 @@ mcp_call_send(struct mcp_server *srv, struct mcp_call *c)
 	if (mcp_send(srv, json_pack("{s:I, s:s, s:{s:s, s:O}}", "id",
 	    (json_int_t)c->id, "method", "tools/call", "params", "name",
 	    c->remote, "arguments", c->args)) != 0)
-		mcp_call_end(c, 1, GBR_ERR_UNAVAILABLE, "cannot write to the "
-		    "MCP server (it does not read its input)", NULL);
+		mcp_call_end(c, 1, GBR_ERR_UNAVAILABLE, srv->http != NULL ?
+		    "cannot send to the MCP server (too many requests in "
+		    "flight)" : "cannot write to the MCP server (it does not "
+		    "read its input)", NULL);
 }
 
 /* Sends the calls that waited for the server. */
@@ -514,7 +557,7 @@ mcp_call(struct tool_ctx *ctx, const char *name, json_t *args,
 		    srv->name, MCP_CALLS_MAX);
 		return -1;
 	}
-	if (srv->job == NULL && srv->state != MCP_BACKOFF &&
+	if (!mcp_server_running(srv) && srv->state != MCP_BACKOFF &&
 	    mcp_server_start(srv) != 0) {
 		*kind = GBR_ERR_UNAVAILABLE;
 		*reason = xasprintf("MCP server '%s' cannot run: %s", srv->name,
@@ -576,7 +619,8 @@ mcp_server_json(struct mcp_session *ms, struct mcp_server *srv)
 	o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:O, s:i, s:i}",
 	    "session", ms->sid, "name", srv->name, "transport",
 	    json_object_get(srv->conf, "url") != NULL ? "http" : "stdio",
-	    "state", mcp_state_names[srv->state], "running", srv->job != NULL,
+	    "state", mcp_state_names[srv->state], "running",
+	    mcp_server_running(srv),
 	    "tools", tools, "skipped", srv->skipped, "starts", srv->starts,
 	    "crashes", srv->crashes);
 	json_object_set(o, "command", json_object_get(srv->conf, "command"));
@@ -591,6 +635,12 @@ mcp_server_json(struct mcp_session *ms, struct mcp_server *srv)
 	    json_deep_copy(srv->server_info) : json_null());
 	json_object_set_new(o, "last_error", srv->last_error != NULL ?
 	    json_string(srv->last_error) : json_null());
+	if (srv->http != NULL) {
+		json_t	*h = mcp_http_json(srv);
+
+		json_object_update(o, h);
+		json_decref(h);
+	}
 	return o;
 }
 

@@ -18,7 +18,9 @@
  *
  * A process is only freed from its own done callback (runner.h): a server
  * that is stopped is detached from its session and freed when the
- * runner says its process is gone.
+ * runner says its process is gone. A url server has no process: its
+ * link (mcp-http.c) closes at once when it is stopped, and everything
+ * above the transport (messages, restarts, state) is shared.
  */
 #include "gbr-config.h"
 
@@ -49,6 +51,8 @@ static const char *const mcp_revisions[] = { MCP_PROTOCOL_LATEST,
 
 static void	mcp_on_timer(evutil_socket_t, short, void *);
 static void	mcp_server_stop(struct mcp_server *, const char *why);
+static void	mcp_ready(struct mcp_server *);
+static void	mcp_started(struct mcp_server *, const char *);
 
 /* Untrusted text made safe to log or show. */
 char *
@@ -67,7 +71,7 @@ mcp_conf_int(const struct mcp_server *srv, const char *key, int def)
 }
 
 /* Sets a server's last error (logged). */
-static void __attribute__((format(__printf__, 2, 3)))
+void
 mcp_error(struct mcp_server *srv, const char *fmt, ...)
 {
 	va_list	ap;
@@ -112,10 +116,19 @@ mcp_server_new(struct mcp_session *ms, const char *name, json_t *conf,
 	return srv;
 }
 
+/* True if the server has a process or a link. */
+int
+mcp_server_running(const struct mcp_server *srv)
+{
+	return srv->job != NULL || srv->http != NULL;
+}
+
 /* Frees a server whose process is gone (or never was). */
 static void
 mcp_server_free(struct mcp_server *srv)
 {
+	if (srv->http != NULL)
+		mcp_http_close(srv);
 	event_free(srv->timer);
 	mcp_tools_free(srv);
 	json_decref(srv->raw_tools);
@@ -140,7 +153,7 @@ mcp_server_detach(struct mcp_server *srv, const char *why)
 	mcp_server_stop(srv, why);
 	TAILQ_REMOVE(&srv->ms->servers, srv, entry);
 	srv->ms = NULL;
-	if (srv->job == NULL)
+	if (!mcp_server_running(srv))
 		mcp_server_free(srv);
 }
 
@@ -176,7 +189,8 @@ mcp_server_find(struct mcp_session *ms, const char *name)
 static int
 mcp_same_process(json_t *a, json_t *b)
 {
-	static const char *const keys[] = { "command", "args", "env", "url" };
+	static const char *const keys[] = { "command", "args", "env", "url",
+	    "headers" };
 	size_t	i;
 	json_t	*x, *y;
 
@@ -254,6 +268,8 @@ mcp_send(struct mcp_server *srv, json_t *m)
 	int	 r;
 
 	json_object_set_new(m, "jsonrpc", json_string("2.0"));
+	if (srv->http != NULL)
+		return mcp_http_send(srv, m);
 	s = json_dumps(m, JSON_COMPACT);
 	json_decref(m);
 	if (s == NULL || srv->job == NULL) {
@@ -292,10 +308,21 @@ mcp_list(struct mcp_server *srv, const char *cursor)
 		mcp_error(srv, "cannot write to it");
 }
 
-/* Ends a running server's process on purpose. */
-static void
+/* Ends a running server's process (or link) on purpose. */
+void
 mcp_kill(struct mcp_server *srv, const char *why)
 {
+	if (srv->http != NULL) {
+		/* No process to wait for: the link is gone now. */
+		mcp_http_close(srv);
+		mcp_calls_fail(srv, GBR_ERR_UNAVAILABLE, "MCP server '%s' was "
+		    "ended: %s", srv->name, why);
+		if (srv->state != MCP_STOPPED) {
+			srv->state = MCP_FAILED;
+			evtimer_del(srv->timer);
+		}
+		return;
+	}
 	if (srv->job == NULL || srv->killing)
 		return;
 	srv->killing = 1;
@@ -383,6 +410,7 @@ mcp_initialized(struct mcp_server *srv, json_t *m)
 		/* No tools to offer: ready, with none. */
 		mcp_tools_set(srv, json_array());
 		srv->state = MCP_READY;
+		mcp_ready(srv);
 		mcp_calls_flush(srv);
 		return;
 	}
@@ -423,6 +451,7 @@ mcp_listed(struct mcp_server *srv, json_t *m)
 		    srv->protocol, srv->ntools);
 		mcp_timer(srv, mcp_conf_int(srv, "idle_ms", MCP_IDLE_MS) > 0 ?
 		    10000 : 3600000);
+		mcp_ready(srv);
 	}
 	mcp_calls_flush(srv);
 	if (srv->relist) {
@@ -433,8 +462,16 @@ mcp_listed(struct mcp_server *srv, json_t *m)
 	}
 }
 
-/* A message that does not make sense: counted, and the server ended past a bound. */
+/* Work of a server that just became ready. */
 static void
+mcp_ready(struct mcp_server *srv)
+{
+	if (srv->http != NULL)
+		mcp_http_ready(srv);
+}
+
+/* A message that does not make sense: counted, and the server ended past a bound. */
+void
 mcp_bad(struct mcp_server *srv, const char *what)
 {
 	if (srv->bad < 5)
@@ -447,23 +484,14 @@ mcp_bad(struct mcp_server *srv, const char *what)
 	}
 }
 
-/* One line from the server's stdout. */
-static void
-mcp_line(struct mcp_server *srv, const char *line, size_t len)
+/* One message from the server, whatever carried it. */
+void
+mcp_message(struct mcp_server *srv, json_t *m)
 {
-	json_error_t	 jerr;
-	json_t		*m, *idv, *mv;
+	json_t		*idv, *mv;
 	const char	*method;
 	int64_t		 id;
 
-	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
-		len--;
-	if (len == 0)
-		return;
-	if ((m = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
-		mcp_bad(srv, "a line that is not JSON");
-		return;
-	}
 	idv = json_object_get(m, "id");
 	mv = json_object_get(m, "method");
 	method = json_string_value(mv);
@@ -508,6 +536,24 @@ mcp_line(struct mcp_server *srv, const char *line, size_t len)
 	} else
 		/* An answer to a call that ended (too late) is dropped. */
 		(void)mcp_call_answer(srv, id, m);
+}
+
+/* One line from the server's stdout. */
+static void
+mcp_line(struct mcp_server *srv, const char *line, size_t len)
+{
+	json_error_t	 jerr;
+	json_t		*m;
+
+	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		len--;
+	if (len == 0)
+		return;
+	if ((m = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
+		mcp_bad(srv, "a line that is not JSON");
+		return;
+	}
+	mcp_message(srv, m);
 	json_decref(m);
 }
 
@@ -573,8 +619,6 @@ mcp_on_done(void *arg, const struct runner_result *r)
 {
 	struct mcp_server	*srv = arg;
 	char			 how[96];
-	long			 delay;
-	int			 i;
 
 	srv->job = NULL;
 	mcp_err_line(srv);
@@ -614,11 +658,21 @@ mcp_on_done(void *arg, const struct runner_result *r)
 		mcp_error(srv, "%s%s%s", how, srv->last_err_line != NULL ?
 		    "; its last words: " : "", srv->last_err_line != NULL ?
 		    srv->last_err_line : "");
+	mcp_server_lost(srv, how, r->failed);
+}
+
+/* The server went away unasked (see mcp-int.h). */
+void
+mcp_server_lost(struct mcp_server *srv, const char *how, int give_up)
+{
+	long	delay;
+	int	i;
+
 	mcp_calls_fail(srv, GBR_ERR_UNAVAILABLE, "MCP server '%s' %s during "
 	    "the call", srv->name, how);
 	if ((int64_t)clock_mono_ms() - srv->started_ms > MCP_STABLE_MS)
 		srv->crashes = 0;
-	if (r->failed || ++srv->crashes >= MCP_CRASHES_MAX) {
+	if (give_up || ++srv->crashes >= MCP_CRASHES_MAX) {
 		srv->state = MCP_FAILED;
 		evtimer_del(srv->timer);
 		return;
@@ -679,14 +733,21 @@ mcp_server_start(struct mcp_server *srv)
 	size_t			 i, n = 0, nn = 0;
 	int			 r;
 
-	if (srv->job != NULL || srv->ms == NULL)
-		return srv->job != NULL ? 0 : -1;
+	if (mcp_server_running(srv) || srv->ms == NULL)
+		return mcp_server_running(srv) ? 0 : -1;
 	evtimer_del(srv->timer);
 	if (json_object_get(srv->conf, "url") != NULL) {
-		srv->state = MCP_FAILED;
-		mcp_error(srv, "Streamable HTTP servers (url) are not "
-		    "supported yet: run it over stdio (command)");
-		return -1;
+		if (mcp_http_open(srv, &cause) != 0) {
+			srv->state = MCP_FAILED;
+			mcp_error(srv, "%s", cause);
+			free(cause);
+			return -1;
+		}
+		srv->bad = 0;
+		srv->reinits = 0;
+		mcp_started(srv, json_string_value(json_object_get(srv->conf,
+		    "url")));
+		return 0;
 	}
 	if (mcp_env(srv->ms->sid, &env, &sb, &cause) != 0) {
 		srv->state = MCP_FAILED;
@@ -724,17 +785,44 @@ mcp_server_start(struct mcp_server *srv)
 		free(reason);
 		return -1;
 	}
-	srv->starts++;
-	srv->started_ms = srv->used_ms = (int64_t)clock_mono_ms();
+	mcp_started(srv, json_string_value(json_object_get(srv->conf,
+	    "command")));
+	return 0;
+}
+
+/* Sends initialize: the server is starting (again). */
+static void
+mcp_initialize(struct mcp_server *srv)
+{
 	srv->state = MCP_STARTING;
+	srv->list_id = 0;
+	srv->relist = 0;
 	srv->init_id = mcp_request(srv, "initialize", json_pack("{s:s, s:{}, "
 	    "s:{s:s, s:s}}", "protocolVersion", MCP_PROTOCOL_LATEST,
 	    "capabilities", "clientInfo", "name", "gbrd", "version",
 	    PACKAGE_VERSION));
 	mcp_timer(srv, mcp_conf_int(srv, "timeout_ms", MCP_TIMEOUT_MS));
-	log_info("mcp %s/%s: starting %s", srv->ms->sid, srv->name,
-	    json_string_value(json_object_get(srv->conf, "command")));
-	return 0;
+}
+
+/* A process or link is up: counted, and initialize goes out. */
+static void
+mcp_started(struct mcp_server *srv, const char *what)
+{
+	srv->starts++;
+	srv->started_ms = srv->used_ms = (int64_t)clock_mono_ms();
+	log_info("mcp %s/%s: starting %s", srv->ms->sid, srv->name, what);
+	mcp_initialize(srv);
+}
+
+/* Starts initialize again on the same link (see mcp-int.h). */
+void
+mcp_server_reinit(struct mcp_server *srv)
+{
+	if (srv->state != MCP_READY && srv->state != MCP_STARTING)
+		return;
+	log_info("mcp %s/%s: its session expired: initialize again",
+	    srv->ms != NULL ? srv->ms->sid : "-", srv->name);
+	mcp_initialize(srv);
 }
 
 /* Starts what is not running, and says whether one is starting. */
@@ -821,7 +909,7 @@ mcp_status_json(void)
 	TAILQ_FOREACH(ms, &mcp_sessions, entry)
 		TAILQ_FOREACH(srv, &ms->servers, entry) {
 			n++;
-			if (srv->job != NULL)
+			if (mcp_server_running(srv))
 				running++;
 		}
 	return json_pack("{s:i, s:i}", "servers", n, "running", running);

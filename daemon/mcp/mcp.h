@@ -41,7 +41,10 @@ typedef int (*mcp_env_fn)(const char *session, struct env **,
 
 /* Sets the module up and hands the registry its provider. */
 void		 mcp_init(struct event_base *, mcp_env_fn);
-/* Frees everything after the loop (before runner_shutdown); no callback runs. */
+/*
+ * Frees everything after the loop (before runner_shutdown and
+ * http_shutdown); no callback runs.
+ */
 void		 mcp_shutdown(void);
 /* A session ended: its servers are stopped, their calls end (cancelled). */
 void		 mcp_session_end(const char *session);

@@ -6,7 +6,8 @@
  *
  *   {command, args: [...], env: [...], ask, tools: [...],
  *    deny_tools: [...], timeout_ms, idle_ms}      a server over stdio
- *   {url, ...the same keys but command and args}  Streamable HTTP
+ *   {url, headers: [...], ...the same keys but command, args and env}
+ *                                                  Streamable HTTP
  *
  * Every value is checked here, so the MCP client trusts what it gets:
  * a server's name is 1 to 32 of [A-Za-z0-9-] and single underscores
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "env.h"
 #include "env-int.h"
@@ -27,8 +29,15 @@
 #define ENV_MCP_NAME_MAX	32	/* bytes of a server's name */
 #define ENV_MCP_ARGS_MAX	64	/* items of args, env, tools */
 
+#define NITEMS(a)	(sizeof (a) / sizeof (a)[0])
+
 static const char *const env_mcp_lists[] = { "args", "env", "tools",
-    "deny_tools" };
+    "deny_tools", "headers" };
+/* Headers gbrd sets itself: a profile's headers never name them. */
+static const char *const env_mcp_own_headers[] = { "accept",
+    "content-type", "content-length", "host", "transfer-encoding",
+    "connection", "mcp-session-id", "mcp-protocol-version", "expect",
+    "last-event-id" };
 static const char *const env_mcp_strings[] = { "command", "url", "ask" };
 static const char *const env_mcp_ints[] = { "timeout_ms", "idle_ms" };
 
@@ -61,7 +70,6 @@ env_mcp_in(const char *name, const char *const *v, size_t n)
 	return 0;
 }
 
-#define NITEMS(a)	(sizeof (a) / sizeof (a)[0])
 
 /* The server's object, made on first sight. NULL with *why if refused. */
 static json_t *
@@ -87,6 +95,34 @@ env_mcp_server(struct env *e, const char *server, const char **why)
 	return o;
 }
 
+/* Checks a headers item: Header-Name=VARIABLE. Returns NULL or why not. */
+static const char *
+env_mcp_header_bad(const char *v, size_t len)
+{
+	const char	*eq = memchr(v, '=', len);
+	size_t		 i, n;
+
+	if (eq == NULL || eq == v || eq == v + len - 1)
+		return "a header is Name=VARIABLE (its value is that variable "
+		    "of gbrd's environment)";
+	n = (size_t)(eq - v);
+	for (i = 0; i < n; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' &&
+		    v[i] <= 'Z') || (v[i] >= '0' && v[i] <= '9') ||
+		    v[i] == '-' || v[i] == '_'))
+			return "a header's name is [A-Za-z0-9_-]";
+	for (i = 0; i < NITEMS(env_mcp_own_headers); i++)
+		if (strlen(env_mcp_own_headers[i]) == n &&
+		    strncasecmp(env_mcp_own_headers[i], v, n) == 0)
+			return "gbrd sets this header itself";
+	for (i = n + 1; i < len; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' &&
+		    v[i] <= 'Z') || (v[i] >= '0' && v[i] <= '9') ||
+		    v[i] == '_') || (i == n + 1 && v[i] >= '0' && v[i] <= '9'))
+			return "a variable name is [A-Za-z_][A-Za-z0-9_]*";
+	return NULL;
+}
+
 /* Checks one list item. Returns NULL or why not. */
 static const char *
 env_mcp_item_bad(const char *key, const char *v, size_t len)
@@ -97,6 +133,8 @@ env_mcp_item_bad(const char *key, const char *v, size_t len)
 		return "an empty, too long or NUL-holding item";
 	if (strcmp(key, "args") == 0)
 		return NULL;
+	if (strcmp(key, "headers") == 0)
+		return env_mcp_header_bad(v, len);
 	for (i = 0; i < len; i++)
 		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' &&
 		    v[i] <= 'Z') || (v[i] >= '0' && v[i] <= '9') ||
@@ -156,8 +194,8 @@ env_mcp_set(struct env *e, const char *server, const char *key,
 		return NULL;
 	}
 	if (!env_mcp_in(key, env_mcp_lists, NITEMS(env_mcp_lists)))
-		return "unknown key (command, args, url, env, ask, tools, "
-		    "deny_tools, timeout_ms, idle_ms)";
+		return "unknown key (command, args, url, env, headers, ask, "
+		    "tools, deny_tools, timeout_ms, idle_ms)";
 	if ((l = json_object_get(o, key)) == NULL) {
 		l = json_array();
 		json_object_set_new(o, key, l);
@@ -283,9 +321,17 @@ env_mcp_finish(struct env *e, char **why)
 			return -1;
 		}
 		if (json_object_get(o, "url") != NULL &&
-		    json_object_get(o, "args") != NULL) {
-			*why = xasprintf("[mcp.%s]: args go with command, not "
-			    "url", server);
+		    (json_object_get(o, "args") != NULL ||
+		    json_object_get(o, "env") != NULL)) {
+			*why = xasprintf("[mcp.%s]: args and env go with command, "
+			    "not url (a url server's secrets go in headers)",
+			    server);
+			return -1;
+		}
+		if (json_object_get(o, "command") != NULL &&
+		    json_object_get(o, "headers") != NULL) {
+			*why = xasprintf("[mcp.%s]: headers go with url, not "
+			    "command", server);
 			return -1;
 		}
 	}
