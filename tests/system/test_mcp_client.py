@@ -18,7 +18,8 @@ import uuid
 import pytest
 
 from fakellm import FakeLLM
-from test_agent import KEY, KEYVAR, conf, run_turn, session, turn_events
+from test_agent import (KEY, KEYVAR, conf, run_turn, send, session, turn_end,
+                        turn_events, wait_for as wait_event)
 from test_mcp import MCP_DIR, ensure_sdk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -298,6 +299,38 @@ def test_agent_turn_calls_mcp_tool(make_daemon, ws):
         assert "echo: from the model" in got[0][2]
         evs = turn_events(c, t)
         assert [p["tool"] for p in evs if p["type"] == "tool.result"] == ["fake__echo"]
+    finally:
+        fake.close()
+
+
+def test_cancelled_turn_cancels_the_server_call(make_daemon, ws):
+    """The model calls a tool that never answers; the turn is cancelled:
+    it ends at once, and the server hears notifications/cancelled."""
+    fake = FakeLLM()
+    try:
+        fake.push({"text": "", "tool_calls": [{"name": "fake__hang", "args": {}}]},
+                  {"text": "never asked"})
+        profile(ws, "[env]\nautonomy = supervised\n" +
+                fake_section(extra="timeout_ms = 60000\n"))
+        d = make_daemon(config=conf(fake, "openai"), env={KEYVAR["openai"]: KEY})
+        c, sid = session(d, ws)
+        t = send(c, sid, "hang please")
+        # The model's message with the call is recorded before it runs.
+        wait_event(c, lambda p: p["type"] == "message" and p.get("turn") == t and
+                   any(x.get("name") == "fake__hang"
+                       for x in p["message"].get("tool_calls") or []), timeout=30)
+        time.sleep(0.3)
+        t0 = time.time()
+        assert "result" in d.conn().call("session.cancel", {"session": sid})
+        end = wait_event(c, turn_end(t), timeout=10)[0]
+        assert end["outcome"] == "cancelled", end
+        assert time.time() - t0 < 5
+        deadline = time.time() + 10
+        while "fake server: cancelled" not in d.log():
+            assert time.time() < deadline, "the server never heard the cancel"
+            time.sleep(0.1)
+        # The server is still there for the next call.
+        assert call(d, sid, "fake__echo", {"text": "x"})["result"]["result"]["text"] == "echo: x"
     finally:
         fake.close()
 
