@@ -135,9 +135,7 @@ session_free(struct session *s)
 
 	ring_release(&session_rings, &s->ring);
 	logindex_release(&s->lidx);
-	for (i = 0; i < s->nhist; i++)
-		free(s->hist[i].json);
-	free(s->hist);
+	hist_free(s);
 	for (i = 0; i < s->rids_n; i++)
 		free(s->rids[i].id);
 	free(s->rids);
@@ -520,13 +518,14 @@ session_status(void)
 {
 	const struct config	*cfg = config_get();
 
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 	    "open", (json_int_t)idmap_count(&session_ids),
 	    "max", (json_int_t)cfg->session_max,
 	    "attached", (json_int_t)attach_total(),
 	    "catching_up", (json_int_t)catchup_count(),
 	    "events_memory_bytes", (json_int_t)session_rings.bytes,
-	    "events_memory_max", (json_int_t)cfg->session_events_memory);
+	    "events_memory_max", (json_int_t)cfg->session_events_memory,
+	    "histories", hist_status());
 }
 
 #define SESSION_TURN_MS_MAX	600000	/* GBR_TEST_TURN_MS: at most 10 minutes */
@@ -595,6 +594,8 @@ session_shutdown(void)
 		session_drop_pending(s);
 		session_free(s);
 	}
+	/* disklog_close is over: no snapshot reads a history any more. */
+	hist_limbo_release();
 	session_reap_cb(-1, 0, NULL);
 	if (session_reap_ev != NULL)
 		event_free(session_reap_ev);
