@@ -266,3 +266,47 @@ def test_snapshot_of_the_first_layout_is_restored_and_upgraded(make_daemon,
     assert {sid: digest(c, sid) for sid in sids} == before
     c.close()
     d.stop()
+
+
+def test_failing_snapshot_backs_off(make_daemon, tmpdir_short):
+    """A snapshot that cannot be written is not tried again at once: the
+    next try waits 1 s, then twice as long after each failure. Once the
+    disk works again a snapshot is written and the segments go."""
+    ff = os.path.join(tmpdir_short, "faults")
+    with open(ff, "w") as f:
+        f.write("disklog.snapshot ENOSPC\n")
+    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n",
+                    env={"GBR_FAULT_FILE": ff})
+    c = d.conn()
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    send(c, sid, "a message to keep")
+    t0 = time.monotonic()
+    # Every append finishing asks for a snapshot while over half the budget.
+    while time.monotonic() - t0 < 2.5:
+        fill_log(c, 2)
+    dl = status(d)["disklog"]
+    assert dl["snapshot"] is None and "No space left" in dl["snapshot_error"], dl
+    # Tries at 0 s, 1 s and 3 s at most, not one per append.
+    assert 1 <= dl["snapshots_failed"] <= 3, dl
+    os.unlink(ff)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        fill_log(c, 1)
+        dl = status(d)["disklog"]
+        # The loop hears of it after the files show it: wait for both.
+        if dl["snapshot"] is not None and dl["snapshot"]["written"] > 0:
+            break
+        time.sleep(0.1)
+    assert dl["snapshot"] is not None and dl["snapshot"]["written"] > 0, dl
+    assert dl["snapshot_error"] is None, dl
+    assert dl["first_seq"] > 1, dl
+    assert history(c, sid)["messages"][0]["content"] == "a message to keep"
+    c.close()
+    d.kill9()
+    d.start()
+    c = d.conn()
+    assert history(c, sid)["messages"][0]["content"] == "a message to keep"
+    c.close()
+    d.stop()
