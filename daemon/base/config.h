@@ -51,6 +51,8 @@ struct config {
 	unsigned session_ring_events;	/* recent events kept per session for catch-up */
 	uint64_t session_ring_bytes;	/* bytes of those per session */
 	uint64_t session_events_memory;	/* bytes of all sessions' recent events */
+	unsigned session_history_idle;	/* s: then a history on disk leaves memory */
+	uint64_t session_history_memory; /* bytes of histories kept in memory */
 	unsigned session_max_attached;	/* clients attached to one session */
 	unsigned session_request_ids;	/* request_ids remembered per session */
 	/* [exec]: daemon-wide caps on the agent's commands (runner.h, tool-run.h) */

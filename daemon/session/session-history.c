@@ -277,6 +277,78 @@ hist_snapshot(struct session *s)
 	    "bytes", (json_int_t)s->hist_pend_bytes);
 }
 
+/* A history that could leave memory, for hist_trim. */
+struct hist_cand {
+	struct session	*s;
+	uint64_t	 used_ms;
+};
+
+static int
+hist_cand_cmp(const void *a, const void *b)
+{
+	const struct hist_cand	*x = a, *y = b;
+
+	return x->used_ms < y->used_ms ? -1 : x->used_ms > y->used_ms;
+}
+
+/* The bytes of a history's resident messages. */
+static uint64_t
+hist_resident(const struct session *s)
+{
+	uint64_t	bytes = 0;
+	size_t		i;
+
+	for (i = s->hist_base; i < s->nhist; i++)
+		bytes += s->hist[i - s->hist_base].len;
+	return bytes;
+}
+
+/*
+ * Lets the histories nobody read for [session] history_idle seconds leave
+ * memory (the part a written snapshot has in the side file), then the
+ * least recently read ones while the resident total is over [session]
+ * history_memory_bytes. A turn in progress keeps its history.
+ */
+void
+hist_trim(void)
+{
+	const struct config	*cfg = config_get();
+	struct hist_cand	*c = NULL;
+	struct session		*s;
+	uint64_t		 now = (uint64_t)clock_mono_ms(), total = 0;
+	uint64_t		 idle = (uint64_t)cfg->session_history_idle * 1000;
+	size_t			 n = 0, cap = 0, i;
+
+	TAILQ_FOREACH(s, &session_all, entry) {
+		if (s->state == SESSION_RUNNING ||
+		    s->state == SESSION_AWAITING_APPROVAL ||
+		    s->hist_saved_n <= s->hist_base) {
+			total += hist_resident(s);
+			continue;
+		}
+		if (now - s->hist_used_ms >= idle)
+			hist_unload(s);
+		total += hist_resident(s);
+		if (s->hist_saved_n <= s->hist_base)
+			continue;
+		if (n == cap) {
+			cap = cap == 0 ? 16 : cap * 2;
+			c = xreallocarray(c, cap, sizeof *c);
+		}
+		c[n].s = s;
+		c[n++].used_ms = s->hist_used_ms;
+	}
+	if (total > cfg->session_history_memory && n > 0) {
+		qsort(c, n, sizeof *c, hist_cand_cmp);
+		for (i = 0; i < n && total > cfg->session_history_memory; i++) {
+			total -= hist_resident(c[i].s);
+			hist_unload(c[i].s);
+			total += hist_resident(c[i].s);
+		}
+	}
+	free(c);
+}
+
 /* What histories hold, and what of it is in memory. */
 json_t *
 hist_status(void)
@@ -284,21 +356,21 @@ hist_status(void)
 	struct session	*s;
 	uint64_t	 msgs = 0, bytes = 0, res_msgs = 0, res_bytes = 0;
 	uint64_t	 loaded = 0;
-	size_t		 i;
 
 	TAILQ_FOREACH(s, &session_all, entry) {
 		msgs += s->nhist;
 		bytes += s->hist_bytes;
 		res_msgs += s->nhist - s->hist_base;
-		for (i = s->hist_base; i < s->nhist; i++)
-			res_bytes += hist_at(s, i)->len;
+		res_bytes += hist_resident(s);
 		if (s->hist_base == 0 && s->nhist > 0)
 			loaded++;
 	}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I}", "messages",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "messages",
 	    (json_int_t)msgs, "bytes", (json_int_t)bytes, "resident_messages",
 	    (json_int_t)res_msgs, "resident_bytes", (json_int_t)res_bytes,
-	    "loaded", (json_int_t)loaded);
+	    "loaded", (json_int_t)loaded, "idle_s",
+	    (json_int_t)config_get()->session_history_idle, "memory_max",
+	    (json_int_t)config_get()->session_history_memory);
 }
 
 /* The snapshot is written (its side file too) or it is not. */

@@ -248,6 +248,8 @@ json_t		*hist_parse(const struct hmsg *, json_error_t *);
 int		 hist_load(struct session *);
 /* Drops the messages a written snapshot has in the side file. */
 void		 hist_unload(struct session *);
+/* Lets idle histories leave memory, within [session] history_memory_bytes. */
+void		 hist_trim(void);
 /* Frees the resident messages (session_free); see hist_limbo_release. */
 void		 hist_free(struct session *);
 /* Frees the messages of freed sessions once no snapshot reads them. */

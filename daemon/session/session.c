@@ -47,6 +47,7 @@ struct session_list		 session_all = TAILQ_HEAD_INITIALIZER(session_all);
 /* Closed and announced, waiting for their last catching-up clients. */
 static struct session_list	 session_dead = TAILQ_HEAD_INITIALIZER(session_dead);
 static struct event		*session_reap_ev;
+static struct event		*session_trim_ev;	/* hist_trim, now and then */
 static int			 session_stopping;	/* session_shutdown */
 
 static const char *const session_states[] = {
@@ -532,6 +533,22 @@ session_status(void)
 
 unsigned	session_turn_ms;
 
+/*
+ * Idle histories leave memory (hist_trim): checked every quarter of
+ * [session] history_idle, between 1 and 30 s.
+ */
+static void
+session_trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval	tv = { 0, 0 };
+	unsigned	idle = config_get()->session_history_idle;
+
+	if (what != 0)
+		hist_trim();
+	tv.tv_sec = idle / 4 < 1 ? 1 : idle / 4 > 30 ? 30 : idle / 4;
+	evtimer_add(session_trim_ev, &tv);
+}
+
 /* Registers with the disk log and reads the test hooks. */
 void
 session_init(struct event_base *base)
@@ -541,6 +558,9 @@ session_init(struct event_base *base)
 	session_turn_ms = (unsigned)fault_hook_long("TURN_MS", 0,
 	    SESSION_TURN_MS_MAX, 0);
 	session_log_register();
+	if ((session_trim_ev = evtimer_new(base, session_trim_cb, NULL)) == NULL)
+		fatalx("evtimer_new failed");
+	session_trim_cb(-1, 0, NULL);
 }
 
 /* Marks the turns that were running when the daemon stopped as interrupted. */
@@ -600,6 +620,9 @@ session_shutdown(void)
 	if (session_reap_ev != NULL)
 		event_free(session_reap_ev);
 	session_reap_ev = NULL;
+	if (session_trim_ev != NULL)
+		event_free(session_trim_ev);
+	session_trim_ev = NULL;
 	idmap_release(&session_ids);
 	idmap_release(&session_names);
 	create_rid_release();

@@ -310,3 +310,36 @@ def test_failing_snapshot_backs_off(make_daemon, tmpdir_short):
     assert history(c, sid)["messages"][0]["content"] == "a message to keep"
     c.close()
     d.stop()
+
+
+def test_idle_histories_leave_memory(make_daemon, tmpdir_short):
+    """A history read after a snapshot comes back into memory; nobody
+    reading it for [session] history_idle seconds, it leaves again (it is
+    in its side file), and reads back the same. A running turn's does not."""
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n"
+                    "[session]\nhistory_idle = 1\n")
+    c = d.conn()
+    sids = [c.call("session.create", {"workspace": ws})["result"]["id"]
+            for _ in range(3)]
+    for i in range(5):
+        for sid in sids:
+            send(c, sid, "message %d " % i + "z" * 20000)
+    fill_log(c)
+    before = {sid: digest(c, sid) for sid in sids}
+    assert all(n == 5 for n, _ in before.values())
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        h = status(d)["sessions"]["histories"]
+        if h["resident_messages"] == 0:
+            break
+        time.sleep(0.2)
+    assert h["resident_messages"] == 0 and h["resident_bytes"] == 0, h
+    assert h["messages"] == 15 and h["bytes"] > 15 * 20000, h
+    assert h["idle_s"] == 1, h
+    assert {sid: digest(c, sid) for sid in sids} == before
+    h = status(d)["sessions"]["histories"]
+    assert h["loaded"] == 3 and h["resident_messages"] == 15, h
+    c.close()
+    d.stop()

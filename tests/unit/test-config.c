@@ -192,8 +192,9 @@ main(void)
 	c = load("[session]\nmax_sessions = 3\nhistory_messages = 10\n"
 	    "history_bytes = 64K\nmax_text_bytes = 1K\nring_events = 5\n"
 	    "ring_bytes = 8K\nevents_memory_bytes = 1M\nmax_attached = 2\n"
-	    "request_ids = 7\n", &cause);
+	    "request_ids = 7\nhistory_idle = 9\nhistory_memory_bytes = 0\n", &cause);
 	CHECK(c != NULL && c->session_max == 3 && c->session_history_messages == 10 &&
+	    c->session_history_idle == 9 && c->session_history_memory == 0 &&
 	    c->session_history_bytes == 64 << 10 && c->session_max_text_bytes == 1024 &&
 	    c->session_ring_events == 5 && c->session_ring_bytes == 8 << 10 &&
 	    c->session_events_memory == 1 << 20 && c->session_max_attached == 2 &&
