@@ -165,6 +165,12 @@ def run(build, root, calls, budget):
     sids = [c.call("session.create", {"workspace": ws})["id"]
             for _ in range(25)]
     t0 = time.monotonic()
+    # One long conversation first (the snapshot covers it, if there is
+    # one): 2,000 tool calls, 4,000 messages.
+    big = c.call("session.create", {"workspace": ws})["id"]
+    for j in range(2000):
+        c.call("tool.call", {"session": big, "tool": "read_file",
+                             "args": {"path": "f%02d.c" % (j % 64)}})
 
     def worker(k):
         w = Conn(g.sock)
@@ -178,11 +184,6 @@ def run(build, root, calls, budget):
         t.start()
     for t in th:
         t.join()
-    # One long conversation: 2,000 tool calls, 4,000 messages.
-    big = c.call("session.create", {"workspace": ws})["id"]
-    for j in range(2000):
-        c.call("tool.call", {"session": big, "tool": "read_file",
-                             "args": {"path": "f%02d.c" % (j % 64)}})
     fill = time.monotonic() - t0
     st = c.call("daemon.status")
     dl = st["disklog"]
