@@ -42,6 +42,7 @@ struct config {
 	int	 log_fsync;		/* durable records are fsynced (else trusted to the OS) */
 	uint64_t log_segment_bytes;	/* size at which a segment is closed */
 	uint64_t log_max_bytes;		/* disk budget for all segments */
+	uint64_t log_snapshot_bytes;	/* a snapshot after this much is logged */
 	unsigned log_commit_delay_us;	/* extra wait to gather a group commit */
 	/* [session]: bounds of what clients can make a session hold */
 	unsigned session_max;		/* open sessions at once */

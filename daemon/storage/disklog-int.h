@@ -106,6 +106,7 @@ struct dl_snapjob {
 	size_t		 len;
 	uint64_t	 seq;
 	unsigned	 epoch;
+	uint64_t	 keep_bytes;	/* drop covered segments down to this */
 	struct dl_side	*side;
 	size_t		 nside;
 	size_t		 side_cap;
@@ -169,6 +170,7 @@ struct dl_state {
 	uint64_t		 snap_backoff_ms;	/* doubles with each failure in a row */
 	uint64_t		 snaps_failed;
 	uint64_t		 snap_encode_ms;	/* the last one's time on the loop */
+	uint64_t		 snap_from_bytes;	/* s_bytes + queued at the last one */
 	struct dl_snapjob	*snap_building;	/* during the modules' snapshot() */
 	uint64_t		 snaps_written;
 	char			*snap_error;

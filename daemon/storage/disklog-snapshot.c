@@ -38,11 +38,17 @@
 
 /* ---- the loop thread: when, and what ---- */
 
-/* Starts a snapshot if the files are over half the budget. */
+static int	dl_snapshot_start(uint64_t);
+
+/*
+ * Starts a snapshot if the files are over half the budget, or if
+ * snapshot_bytes were logged since the last one (so that a restart
+ * replays no more than about that).
+ */
 void
 dl_maybe_snapshot(void)
 {
-	uint64_t	bytes;
+	uint64_t	bytes, logged;
 	size_t		closed;
 
 	if (dl.snap_inflight || dl.closing || dl.err_active)
@@ -57,10 +63,19 @@ dl_maybe_snapshot(void)
 	pthread_mutex_unlock(&dl.seg_mtx);
 	pthread_mutex_lock(&dl.mtx);
 	bytes += dl.open_buf.len;
+	/* Less while a batch is between the queue and the counter. */
+	logged = dl.s_bytes + dl.open_buf.len;
 	pthread_mutex_unlock(&dl.mtx);
-	/* Only closed segments can be dropped; without one it would be in vain. */
+	/*
+	 * Over the budget, every closed segment it covers goes (without one
+	 * it would be in vain); after snapshot_bytes, only as far as the files
+	 * are over half the budget, so log.read keeps what it had.
+	 */
 	if (closed > 0 && bytes > dl.opts.max_bytes / 2)
-		(void)disklog_snapshot();
+		(void)dl_snapshot_start(0);
+	else if (dl.opts.snapshot_bytes > 0 && logged > dl.snap_from_bytes &&
+	    logged - dl.snap_from_bytes >= dl.opts.snapshot_bytes)
+		(void)dl_snapshot_start(dl.opts.max_bytes / 2);
 }
 
 /* Frees a snapshot job. */
@@ -199,13 +214,21 @@ disklog_file_read(const char *name, uint64_t off, size_t len, char **buf)
 	return 0;
 }
 
-/*
- * Starts a snapshot of every module. Only the modules' small state is
- * encoded here, on the loop; what they put in side files is written by
- * the writer.
- */
+/* Starts a snapshot of every module, dropping every segment it covers. */
 int
 disklog_snapshot(void)
+{
+	return dl_snapshot_start(0);
+}
+
+/*
+ * Starts a snapshot of every module; the closed segments it covers go,
+ * the oldest first, while the files are over keep_bytes. Only the
+ * modules' small state is encoded here, on the loop; what they put in
+ * side files is written by the writer.
+ */
+static int
+dl_snapshot_start(uint64_t keep_bytes)
 {
 	struct dl_snapjob	*job;
 	json_t			*mods, *body, *st;
@@ -243,6 +266,10 @@ disklog_snapshot(void)
 	job->len = strlen(text);
 	job->seq = seq;
 	job->epoch = dl.epoch;
+	job->keep_bytes = keep_bytes;
+	pthread_mutex_lock(&dl.mtx);
+	dl.snap_from_bytes = dl.s_bytes + dl.open_buf.len;
+	pthread_mutex_unlock(&dl.mtx);
 	dl.snap_encode_ms = (uint64_t)clock_mono_ms() - t0;
 	log_debug("disk log: snapshot at seq %" PRIu64 " encoded in %" PRIu64
 	    " ms (%zu bytes, %zu side files)", seq, dl.snap_encode_ms, job->len,
@@ -398,7 +425,7 @@ dl_write_snapshot(const struct dl_snapjob *job)
 	struct logscan_dir	 d;
 	char			*name, *cause;
 	size_t			 ndrop = 0, i, keep;
-	uint64_t		 side_bytes = 0;
+	uint64_t		 side_bytes = 0, segbytes;
 	int			 fd, err, created = 0;
 
 	if (dl.w_fd != -1 && dl_datasync(dl.w_fd) != 0)
@@ -441,11 +468,17 @@ dl_write_snapshot(const struct dl_snapjob *job)
 		goto fail;
 	}
 
-	/* The snapshot is durable: what it covers can go. */
+	/*
+	 * The snapshot is durable: what it covers can go, the oldest first,
+	 * as far as the files are over half the budget (log.read and
+	 * catch-ups read the rest).
+	 */
 	pthread_mutex_lock(&dl.seg_mtx);
+	segbytes = dl.disk_bytes - dl.snap_bytes;
 	for (keep = 0; keep + 1 < dl.nsegs &&
-	    dl.segs[keep]->last_seq <= job->seq; keep++)
-		;
+	    dl.segs[keep]->last_seq <= job->seq &&
+	    segbytes + LOGFMT_HEADER_SIZE + job->len > job->keep_bytes; keep++)
+		segbytes -= dl.segs[keep]->size;
 	if (keep > 0) {
 		drop = xreallocarray(NULL, keep, sizeof *drop);
 		for (i = 0; i < keep; i++) {

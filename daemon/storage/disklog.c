@@ -331,6 +331,7 @@ disklog_reconfigure(const struct disklog_opts *o)
 {
 	dl.opts.segment_bytes = o->segment_bytes;
 	dl.opts.max_bytes = o->max_bytes;
+	dl.opts.snapshot_bytes = o->snapshot_bytes;
 	dl.opts.fsync = o->fsync;
 	dl.opts.commit_delay_us = o->commit_delay_us;
 	pthread_mutex_lock(&dl.mtx);
@@ -483,6 +484,7 @@ disklog_open(struct event_base *base, const char *state,
 	dl.snap_inflight = 0;
 	dl.snap_failed_ms = dl.snap_backoff_ms = 0;
 	dl.snaps_written = dl.snaps_failed = dl.snap_encode_ms = 0;
+	dl.snap_from_bytes = 0;
 	dl.side_files = dl.side_bytes = 0;
 	TAILQ_INIT(&dl.rtodo);
 	TAILQ_INIT(&dl.rdone);

@@ -41,6 +41,7 @@ struct event_base;
 struct disklog_opts {
 	uint64_t	segment_bytes;	/* a segment is closed at this size */
 	uint64_t	max_bytes;	/* disk budget for all segments */
+	uint64_t	snapshot_bytes;	/* a snapshot after this much is logged; 0 */
 	int		fsync;		/* durable records are fdatasync'ed */
 	unsigned	commit_delay_us; /* extra wait to gather a group commit */
 	int		repair;		/* gbrd --repair: cut at the last good record */
