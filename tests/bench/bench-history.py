@@ -221,7 +221,7 @@ def run(build, root, calls, budget):
         "first session.history, 4,000 messages", first * 1000,
         second * 1000) + "   (the second one)")
     print("histories after restart: %s" % json.dumps(
-        st["sessions"]["histories"]))
+        st["sessions"].get("histories")))
     return 0
 
 
