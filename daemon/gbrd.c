@@ -175,6 +175,7 @@ gbrd_disklog_opts(struct disklog_opts *o, const struct config *cfg, int repair)
 	memset(o, 0, sizeof *o);
 	o->segment_bytes = cfg->log_segment_bytes;
 	o->max_bytes = cfg->log_max_bytes;
+	o->snapshot_bytes = cfg->log_snapshot_bytes;
 	o->fsync = cfg->log_fsync;
 	o->commit_delay_us = cfg->log_commit_delay_us;
 	o->repair = repair;

@@ -252,7 +252,8 @@ agent_end(struct agent_turn *t, struct session *s, const char *outcome,
 	if (fields == NULL)
 		fields = json_object();
 	if (s != NULL) {
-		msgs = session_messages(s, 0);
+		if ((msgs = session_messages(s, 0)) == NULL)
+			msgs = json_array();
 		json_object_set_new(fields, "usage", agent_usage(msgs, t->turn));
 		json_decref(msgs);
 		log_info("session %s: turn %llu %s%s%s", t->sid,
@@ -808,7 +809,11 @@ agent_step(struct agent_turn *t)
 		agent_kill(t);
 		return;
 	}
-	msgs = session_messages(s, 0);
+	if ((msgs = session_messages(s, 0)) == NULL) {
+		agent_end(t, s, "error", "storage_error", "the session's "
+		    "history cannot be read from the disk log", NULL);
+		return;
+	}
 	agent_view(msgs, &v);
 	if (v.last != -1 && v.last > v.feedback) {
 		am = json_array_get(msgs, v.last);
@@ -900,7 +905,8 @@ agent_recover(void)
 		if ((s = session_find(json_string_value(info))) == NULL ||
 		    session_state(s) != SESSION_AWAITING_APPROVAL)
 			continue;
-		msgs = session_messages(s, 0);
+		if ((msgs = session_messages(s, 0)) == NULL)
+			continue;
 		agent_view(msgs, &v);
 		if (v.last == -1 || v.last < v.feedback) {
 			json_decref(msgs);

@@ -42,6 +42,7 @@ config_defaults(void)
 	cfg->log_fsync = 1;
 	cfg->log_segment_bytes = 64ULL * 1024 * 1024;
 	cfg->log_max_bytes = 1024ULL * 1024 * 1024;
+	cfg->log_snapshot_bytes = 16ULL * 1024 * 1024;
 	cfg->log_commit_delay_us = 0;
 	cfg->session_max = 20000;
 	cfg->session_history_messages = 10000;
@@ -50,6 +51,8 @@ config_defaults(void)
 	cfg->session_ring_events = 1024;
 	cfg->session_ring_bytes = 1024 * 1024;
 	cfg->session_events_memory = 64ULL * 1024 * 1024;
+	cfg->session_history_idle = 300;
+	cfg->session_history_memory = 256ULL * 1024 * 1024;
 	cfg->session_max_attached = 256;
 	cfg->session_request_ids = 256;
 	cfg->exec_max_timeout_ms = 600000;
@@ -646,6 +649,11 @@ config_handler(void *arg, const char *section, const char *name,
 			want = "a size from 1M to 1T";
 			if (config_size(value, 1 << 20, 1ULL << 40, &v) == 0)
 				return cfg->log_max_bytes = v, 1;
+		} else if (strcmp(name, "snapshot_bytes") == 0) {
+			want = "0 or a size from 64K to 1T";
+			if (config_size(value, 0, 1ULL << 40, &v) == 0 &&
+			    (v == 0 || v >= 64 << 10))
+				return cfg->log_snapshot_bytes = v, 1;
 		} else if (strcmp(name, "commit_delay_us") == 0) {
 			want = "microseconds from 0 to 100000";
 			if (config_size(value, 0, 100000, &v) == 0)
@@ -680,6 +688,14 @@ config_handler(void *arg, const char *section, const char *name,
 			want = "a size from 64K to 64G";
 			if (config_size(value, 64 << 10, 64ULL << 30, &v) == 0)
 				return cfg->session_events_memory = v, 1;
+		} else if (strcmp(name, "history_idle") == 0) {
+			want = "seconds from 1 to 1000000";
+			if (config_size(value, 1, 1000000, &v) == 0)
+				return cfg->session_history_idle = (unsigned)v, 1;
+		} else if (strcmp(name, "history_memory_bytes") == 0) {
+			want = "a size from 0 to 1T";
+			if (config_size(value, 0, 1ULL << 40, &v) == 0)
+				return cfg->session_history_memory = v, 1;
 		} else if (strcmp(name, "max_attached") == 0) {
 			want = "a number from 1 to 100000";
 			if (config_size(value, 1, 100000, &v) == 0)

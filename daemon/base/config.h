@@ -42,6 +42,7 @@ struct config {
 	int	 log_fsync;		/* durable records are fsynced (else trusted to the OS) */
 	uint64_t log_segment_bytes;	/* size at which a segment is closed */
 	uint64_t log_max_bytes;		/* disk budget for all segments */
+	uint64_t log_snapshot_bytes;	/* a snapshot after this much is logged */
 	unsigned log_commit_delay_us;	/* extra wait to gather a group commit */
 	/* [session]: bounds of what clients can make a session hold */
 	unsigned session_max;		/* open sessions at once */
@@ -51,6 +52,8 @@ struct config {
 	unsigned session_ring_events;	/* recent events kept per session for catch-up */
 	uint64_t session_ring_bytes;	/* bytes of those per session */
 	uint64_t session_events_memory;	/* bytes of all sessions' recent events */
+	unsigned session_history_idle;	/* s: then a history on disk leaves memory */
+	uint64_t session_history_memory; /* bytes of histories kept in memory */
 	unsigned session_max_attached;	/* clients attached to one session */
 	unsigned session_request_ids;	/* request_ids remembered per session */
 	/* [exec]: daemon-wide caps on the agent's commands (runner.h, tool-run.h) */

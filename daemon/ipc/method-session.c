@@ -362,13 +362,17 @@ method_session_history_ready(void *arg, int error, json_t *result)
 {
 	struct history_req	*h = arg;
 	struct session		*s;
+	json_t			*r;
 
 	if ((s = session_find(h->sid)) == NULL)
 		request_error(h->req, GBR_ERR_SESSION_NOT_FOUND, json_pack(
 		    "{s:s}", "session", h->sid), "session %s is closed",
 		    h->sid);
+	else if ((r = session_history(s, h->limit, h->before)) == NULL)
+		request_error(h->req, GBR_ERR_STORAGE, NULL, "the history of "
+		    "session %s cannot be read from the disk log", h->sid);
 	else
-		request_reply(h->req, session_history(s, h->limit, h->before));
+		request_reply(h->req, r);
 	free(h->sid);
 	free(h);
 }

@@ -405,7 +405,7 @@ ap_event_replayed(json_t *payload)
 }
 
 static const struct disklog_module ap_module = {
-	"approval", ap_snapshot, ap_restore, ap_replay
+	"approval", ap_snapshot, ap_restore, ap_replay, NULL
 };
 
 /* Registers the module: its records, and its events in session streams. */

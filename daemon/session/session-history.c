@@ -8,18 +8,23 @@
  * of session.create are remembered daemon-wide, in a ring of
  * SESSION_CREATE_RIDS.
  *
- * This file owns the encoding of history messages, the request_id memory
+ * This file owns the encoding of history messages, their side file in the
+ * disk log (written with each snapshot, read back on demand: a restored
+ * history stays on disk until something reads it), the request_id memory
  * and the public calls that read the history or append a message to it.
  * A message enters the history only when its record applies
  * (apply_message in session-log.c), like every other change.
  */
 #include "gbr-config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config.h"
+#include "disklog.h"
 #include "jsonfast.h"
 #include "log.h"
 #include "session.h"
@@ -87,18 +92,346 @@ hist_take_ready(struct session *s, uint64_t seq, size_t *len)
 void
 hist_append(struct session *s, uint64_t seq, char *json, size_t len)
 {
-	size_t	ncap;
+	size_t	ncap, n = s->nhist - s->hist_base;
 
-	if (s->nhist == s->hist_cap) {
+	if (n == s->hist_cap) {
 		ncap = s->hist_cap == 0 ? 8 : s->hist_cap * 2;
 		s->hist = xreallocarray(s->hist, ncap, sizeof *s->hist);
 		s->hist_cap = ncap;
 	}
-	s->hist[s->nhist].seq = seq;
-	s->hist[s->nhist].json = json;
-	s->hist[s->nhist].len = len;
+	s->hist[n].seq = seq;
+	s->hist[n].json = json;
+	s->hist[n].len = len;
 	s->nhist++;
 	s->hist_bytes += len;
+}
+
+/* The side file of a session's history: "hist-" and its id. */
+static void
+hist_file(const struct session *s, char *buf, size_t size)
+{
+	snprintf(buf, size, "hist-%s", s->id);
+}
+
+/*
+ * Reads the messages that are only in the side file back in, before the
+ * resident ones: one line each, as hist_encode wrote it, in seq order.
+ */
+int
+hist_load(struct session *s)
+{
+	struct hmsg	*h;
+	char		 name[32], *buf, *p, *nl, *end;
+	size_t		 i, n = s->nhist - s->hist_base, cap;
+	uint64_t	 seq, prev = 0;
+
+	s->hist_used_ms = (uint64_t)clock_mono_ms();
+	if (s->hist_base == 0)
+		return 0;
+	hist_file(s, name, sizeof name);
+	if (disklog_file_read(name, 0, s->hist_base_bytes, &buf) != 0) {
+		log_error("session %s: cannot read its history (%s%s, %llu "
+		    "bytes): %s", s->id, name, ".side",
+		    (unsigned long long)s->hist_base_bytes, strerror(errno));
+		return -1;
+	}
+	cap = s->hist_base + n;
+	h = xreallocarray(NULL, cap > 0 ? cap : 1, sizeof *h);
+	p = buf;
+	end = buf + s->hist_base_bytes;
+	for (i = 0; i < s->hist_base; i++) {
+		if (p >= end || (nl = memchr(p, '\n', end - p)) == NULL ||
+		    strncmp(p, "{\"seq\":", 7) != 0 ||
+		    (seq = strtoull(p + 7, NULL, 10)) <= prev)
+			break;
+		h[i].seq = prev = seq;
+		h[i].len = nl - p;
+		h[i].json = xmalloc(h[i].len + 1);
+		memcpy(h[i].json, p, h[i].len);
+		h[i].json[h[i].len] = '\0';
+		p = nl + 1;
+	}
+	free(buf);
+	if (i < s->hist_base || p != end ||
+	    (n > 0 && s->hist[0].seq <= prev)) {
+		log_error("session %s: its history file %s.side is damaged at "
+		    "message %zu", s->id, name, i);
+		while (i > 0)
+			free(h[--i].json);
+		free(h);
+		return -1;
+	}
+	if (n > 0)
+		memcpy(h + s->hist_base, s->hist, n * sizeof *h);
+	free(s->hist);
+	s->hist = h;
+	s->hist_cap = cap;
+	s->hist_base = 0;
+	s->hist_base_bytes = 0;
+	return 0;
+}
+
+/* Drops the messages the last written snapshot has in the side file. */
+void
+hist_unload(struct session *s)
+{
+	size_t	drop = s->hist_saved_n - s->hist_base, i;
+
+	if (s->hist_saved_n <= s->hist_base)
+		return;
+	for (i = 0; i < drop; i++)
+		free(s->hist[i].json);
+	memmove(s->hist, s->hist + drop, (s->nhist - s->hist_saved_n) *
+	    sizeof *s->hist);
+	s->hist_base = s->hist_saved_n;
+	s->hist_base_bytes = s->hist_saved_bytes;
+	if (s->nhist == s->hist_base) {
+		free(s->hist);
+		s->hist = NULL;
+		s->hist_cap = 0;
+	}
+}
+
+/*
+ * Messages a snapshot in flight still reads (the writer thread writes
+ * them into side files), from sessions freed meanwhile: freed once it is
+ * over (hist_limbo_release).
+ */
+static char	**hist_limbo;
+static size_t	  hist_limbo_n, hist_limbo_cap;
+
+/* Frees the messages no snapshot in flight reads any more. */
+void
+hist_limbo_release(void)
+{
+	size_t	i;
+
+	for (i = 0; i < hist_limbo_n; i++)
+		free(hist_limbo[i]);
+	free(hist_limbo);
+	hist_limbo = NULL;
+	hist_limbo_n = hist_limbo_cap = 0;
+}
+
+/* Frees the resident messages, or leaves them in limbo if a snapshot reads them. */
+void
+hist_free(struct session *s)
+{
+	size_t	i;
+
+	for (i = s->hist_base; i < s->nhist; i++) {
+		if (!s->hist_pend || i < s->hist_saved_n || i >= s->hist_pend_n) {
+			free(hist_at(s, i)->json);
+			continue;
+		}
+		if (hist_limbo_n == hist_limbo_cap) {
+			hist_limbo_cap = hist_limbo_cap == 0 ? 64 :
+			    hist_limbo_cap * 2;
+			hist_limbo = xreallocarray(hist_limbo, hist_limbo_cap,
+			    sizeof *hist_limbo);
+		}
+		hist_limbo[hist_limbo_n++] = hist_at(s, i)->json;
+	}
+	free(s->hist);
+	s->hist = NULL;
+	s->hist_cap = 0;
+}
+
+/*
+ * The history's part of a session's snapshot: its side file, which the
+ * messages since the last written snapshot are appended to (one line
+ * each), and how many messages and bytes of it the snapshot covers. The
+ * writer thread reads those messages where they are: they are never
+ * changed, and not freed until the snapshot is over (hist_free). So the
+ * loop only lists them, whatever their size.
+ */
+json_t *
+hist_snapshot(struct session *s)
+{
+	static const char	 nl = '\n';
+	struct disklog_piece	*pc = NULL;
+	char			 name[32];
+	size_t			 i, n, k = 0;
+	uint64_t		 len = 0;
+
+	s->hist_pend = 0;
+	if (s->nhist == 0)
+		return json_pack("{s:i, s:i}", "messages", 0, "bytes", 0);
+	hist_file(s, name, sizeof name);
+	n = s->nhist - s->hist_saved_n;
+	if (n > 0)
+		pc = xreallocarray(NULL, n, 2 * sizeof *pc);
+	for (i = s->hist_saved_n; i < s->nhist; i++) {
+		pc[k].data = hist_at(s, i)->json;
+		pc[k++].len = hist_at(s, i)->len;
+		pc[k].data = &nl;
+		pc[k++].len = 1;
+		len += hist_at(s, i)->len + 1;
+	}
+	disklog_snapshot_file(name, s->hist_saved_bytes, pc, k);
+	s->hist_pend = 1;
+	s->hist_pend_n = s->nhist;
+	s->hist_pend_bytes = s->hist_saved_bytes + len;
+	return json_pack("{s:s, s:I, s:I}", "file", name,
+	    "messages", (json_int_t)s->hist_pend_n,
+	    "bytes", (json_int_t)s->hist_pend_bytes);
+}
+
+/* A history that could leave memory, for hist_trim. */
+struct hist_cand {
+	struct session	*s;
+	uint64_t	 used_ms;
+};
+
+static int
+hist_cand_cmp(const void *a, const void *b)
+{
+	const struct hist_cand	*x = a, *y = b;
+
+	return x->used_ms < y->used_ms ? -1 : x->used_ms > y->used_ms;
+}
+
+/* The bytes of a history's resident messages. */
+static uint64_t
+hist_resident(const struct session *s)
+{
+	uint64_t	bytes = 0;
+	size_t		i;
+
+	for (i = s->hist_base; i < s->nhist; i++)
+		bytes += s->hist[i - s->hist_base].len;
+	return bytes;
+}
+
+/*
+ * Lets the histories nobody read for [session] history_idle seconds leave
+ * memory (the part a written snapshot has in the side file), then the
+ * least recently read ones while the resident total is over [session]
+ * history_memory_bytes. A turn in progress keeps its history.
+ */
+void
+hist_trim(void)
+{
+	const struct config	*cfg = config_get();
+	struct hist_cand	*c = NULL;
+	struct session		*s;
+	uint64_t		 now = (uint64_t)clock_mono_ms(), total = 0;
+	uint64_t		 idle = (uint64_t)cfg->session_history_idle * 1000;
+	size_t			 n = 0, cap = 0, i;
+
+	TAILQ_FOREACH(s, &session_all, entry) {
+		if (s->state == SESSION_RUNNING ||
+		    s->state == SESSION_AWAITING_APPROVAL ||
+		    s->hist_saved_n <= s->hist_base) {
+			total += hist_resident(s);
+			continue;
+		}
+		if (now - s->hist_used_ms >= idle)
+			hist_unload(s);
+		total += hist_resident(s);
+		if (s->hist_saved_n <= s->hist_base)
+			continue;
+		if (n == cap) {
+			cap = cap == 0 ? 16 : cap * 2;
+			c = xreallocarray(c, cap, sizeof *c);
+		}
+		c[n].s = s;
+		c[n++].used_ms = s->hist_used_ms;
+	}
+	if (total > cfg->session_history_memory && n > 0) {
+		qsort(c, n, sizeof *c, hist_cand_cmp);
+		for (i = 0; i < n && total > cfg->session_history_memory; i++) {
+			total -= hist_resident(c[i].s);
+			hist_unload(c[i].s);
+			total += hist_resident(c[i].s);
+		}
+	}
+	free(c);
+}
+
+/* What histories hold, and what of it is in memory. */
+json_t *
+hist_status(void)
+{
+	struct session	*s;
+	uint64_t	 msgs = 0, bytes = 0, res_msgs = 0, res_bytes = 0;
+	uint64_t	 loaded = 0;
+
+	TAILQ_FOREACH(s, &session_all, entry) {
+		msgs += s->nhist;
+		bytes += s->hist_bytes;
+		res_msgs += s->nhist - s->hist_base;
+		res_bytes += hist_resident(s);
+		if (s->hist_base == 0 && s->nhist > 0)
+			loaded++;
+	}
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "messages",
+	    (json_int_t)msgs, "bytes", (json_int_t)bytes, "resident_messages",
+	    (json_int_t)res_msgs, "resident_bytes", (json_int_t)res_bytes,
+	    "loaded", (json_int_t)loaded, "idle_s",
+	    (json_int_t)config_get()->session_history_idle, "memory_max",
+	    (json_int_t)config_get()->session_history_memory);
+}
+
+/* The snapshot is written (its side file too) or it is not. */
+void
+hist_snapshot_done(struct session *s, int error)
+{
+	if (!s->hist_pend)
+		return;
+	s->hist_pend = 0;
+	if (error != 0)
+		return;
+	s->hist_saved_n = s->hist_pend_n;
+	s->hist_saved_bytes = s->hist_pend_bytes;
+}
+
+/*
+ * Restores the history from a snapshot: a list of messages (the first
+ * layout), or the side file's part, left on disk until hist_load.
+ */
+int
+hist_restore(struct session *s, json_t *h)
+{
+	json_t		*m, *v;
+	json_int_t	 n, bytes;
+	const char	*file;
+	char		 name[32], *enc;
+	size_t		 i;
+
+	if (json_is_array(h)) {
+		json_array_foreach(h, i, m) {
+			v = json_object_get(m, "seq");
+			if (!json_is_object(m) || !json_is_integer(v))
+				return -1;
+			if ((enc = json_dumps(m, JSON_COMPACT)) == NULL)
+				return -1;
+			hist_append(s, (uint64_t)json_integer_value(v), enc,
+			    strlen(enc));
+		}
+		return 0;
+	}
+	file = NULL;
+	if (json_unpack(h, "{s?s, s:I, s:I}", "file", &file, "messages", &n,
+	    "bytes", &bytes) != 0 || n < 0 || bytes < n || (n == 0) != (bytes == 0))
+		return -1;
+	if (n == 0)
+		return 0;
+	hist_file(s, name, sizeof name);
+	if (file == NULL || strcmp(file, name) != 0)
+		return -1;
+	/* The file must hold what the snapshot says; its lines are read later. */
+	if (disklog_file_read(name, (uint64_t)bytes - 1, 1, &enc) != 0) {
+		log_error("session %s: its history file %s.side is missing or "
+		    "shorter than %lld bytes: %s", s->id, name, (long long)bytes,
+		    strerror(errno));
+		return -1;
+	}
+	free(enc);
+	s->nhist = s->hist_base = s->hist_saved_n = (size_t)n;
+	s->hist_base_bytes = s->hist_saved_bytes = (uint64_t)bytes;
+	s->hist_bytes = (uint64_t)(bytes - n);
+	return 0;
 }
 
 /*
@@ -223,6 +556,10 @@ session_history(struct session *s, size_t limit, uint64_t before)
 	size_t		 end = s->nhist, start, i, total, bytes = 0;
 	size_t		 max = config_get()->client_queue_bytes / 2;
 
+	if (hist_load(s) != 0) {
+		json_decref(msgs);
+		return NULL;
+	}
 	/* A message not yet announced would reach the client twice. */
 	while (end > 0 && s->hist[end - 1].seq > s->announced)
 		end--;
@@ -249,14 +586,20 @@ session_history(struct session *s, size_t limit, uint64_t before)
 	    "seq", (json_int_t)s->system_seq));
 }
 
-/* Every history message from index from on, parsed (new reference). */
+/*
+ * Every history message from index from on, parsed (new reference), or
+ * NULL if the history cannot be read back from its side file.
+ */
 json_t *
 session_messages(struct session *s, size_t from)
 {
-	json_t		*a = json_array(), *m;
+	json_t		*a, *m;
 	json_error_t	 jerr;
 	size_t		 i;
 
+	if (hist_load(s) != 0)
+		return NULL;
+	a = json_array();
 	for (i = from; i < s->nhist; i++) {
 		m = hist_parse(&s->hist[i], &jerr);
 		if (m == NULL)
@@ -354,10 +697,16 @@ session_request_lookup(struct session *s, const char *request_id,
 		    "busy", 1));
 		return 1;
 	}
-	for (i = s->nhist; i > 0; i--) {
-		if (s->hist[i - 1].seq != r->seq)
+	/* An old message may be only in the side file. */
+	if (s->hist_base > 0 && (s->nhist == s->hist_base ||
+	    s->hist[0].seq > r->seq) && hist_load(s) != 0)
+		i = s->hist_base;
+	else
+		i = s->nhist;
+	for (; i > s->hist_base; i--) {
+		if (hist_at(s, i - 1)->seq != r->seq)
 			continue;
-		m = hist_parse(&s->hist[i - 1], &jerr);
+		m = hist_parse(hist_at(s, i - 1), &jerr);
 		if (m == NULL)
 			break;
 		json_object_set_new(m, "duplicate", json_true());

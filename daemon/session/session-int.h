@@ -123,10 +123,24 @@ struct session {
 	double			 last_cost;	/* ... of the last turn; <0: no price */
 	int64_t			 unpriced;	/* turns with usage but no price */
 
+	/*
+	 * The history: nhist messages, of which the first hist_base are only
+	 * in its side file (the first hist_base_bytes bytes) until hist_load;
+	 * hist[] holds the others, hist[0] being message hist_base.
+	 */
 	struct hmsg		*hist;
 	size_t			 nhist;
 	size_t			 hist_cap;
-	uint64_t		 hist_bytes;
+	uint64_t		 hist_bytes;	/* of all nhist, resident or not */
+	size_t			 hist_base;
+	uint64_t		 hist_base_bytes;
+	uint64_t		 hist_used_ms;	/* monotonic: last hist_load */
+	/* The side file: what the last written snapshot and the one in flight cover. */
+	size_t			 hist_saved_n;
+	uint64_t		 hist_saved_bytes;
+	size_t			 hist_pend_n;
+	uint64_t		 hist_pend_bytes;
+	int			 hist_pend;
 
 	struct ring		 ring;		/* recent events, in session_rings */
 
@@ -228,6 +242,26 @@ void		 hist_append(struct session *, uint64_t seq, char *json,
 		    size_t len);
 /* A history message as JSON again (new reference), or NULL. */
 json_t		*hist_parse(const struct hmsg *, json_error_t *);
+/* Message i (hist_base <= i < nhist) of the history. */
+#define hist_at(s, i)	(&(s)->hist[(i) - (s)->hist_base])
+/* Reads the messages only in the side file back in: 0, or -1 (logged). */
+int		 hist_load(struct session *);
+/* Drops the messages a written snapshot has in the side file. */
+void		 hist_unload(struct session *);
+/* Lets idle histories leave memory, within [session] history_memory_bytes. */
+void		 hist_trim(void);
+/* Frees the resident messages (session_free); see hist_limbo_release. */
+void		 hist_free(struct session *);
+/* Frees the messages of freed sessions once no snapshot reads them. */
+void		 hist_limbo_release(void);
+/* The history's part of a session's snapshot (new); names its side file. */
+json_t		*hist_snapshot(struct session *);
+/* The snapshot hist_snapshot was part of is written (error 0) or not. */
+void		 hist_snapshot_done(struct session *, int error);
+/* What histories hold and what of it is in memory, for daemon.status (new). */
+json_t		*hist_status(void);
+/* Restores the history from a snapshot's part: 0, or -1. */
+int		 hist_restore(struct session *, json_t *);
 /* A remembered request_id of session.send (borrowed), or NULL. */
 struct rid	*rid_find(struct session *, const char *);
 /* Remembers a request_id of a message; the oldest goes past the limit. */

@@ -5,7 +5,8 @@
  * sessions, their histories, seq counters, request_id memory, event rings
  * and log indexes from the snapshot and the records after it. Replaying
  * gives back memory byte for byte as it was: the record's payload is the
- * event itself.
+ * event itself. The histories are not in the snapshot but in side files
+ * beside it, left on disk at restore until read (session-history.c).
  *
  * This file owns the record and snapshot formats. It does not append
  * records (session-record.c) or read the log for a client
@@ -28,15 +29,21 @@
 #include "session-int.h"
 #include "xmalloc.h"
 
-#define SESSION_SNAPSHOT_VERSION 1
+/*
+ * 2: a session's history is in its side file ({"file","messages","bytes"});
+ * 1 (still restored): the history's messages in the snapshot itself.
+ */
+#define SESSION_SNAPSHOT_VERSION 2
 
 static json_t	*session_snapshot(void);
 static int	 session_restore(json_t *);
 static int	 session_replay(uint64_t, int64_t, const char *, json_t *);
+static void	 session_snapshot_done(uint64_t, int);
 static session_event_observer session_observer;
 
 static const struct disklog_module session_module = {
-	"session", session_snapshot, session_restore, session_replay
+	"session", session_snapshot, session_restore, session_replay,
+	session_snapshot_done
 };
 
 /* Reads a payload's common fields. */
@@ -256,20 +263,13 @@ static json_t *
 session_snapshot(void)
 {
 	struct session	*s;
-	json_t		*sessions = json_array(), *o, *hist, *rids, *m;
-	json_error_t	 jerr;
+	json_t		*sessions = json_array(), *o, *hist, *rids;
 	size_t		 i, k;
 
 	TAILQ_FOREACH(s, &session_all, entry) {
 		if (s->state == SESSION_CLOSED)
 			continue;
-		hist = json_array();
-		for (i = 0; i < s->nhist; i++) {
-			m = hist_parse(&s->hist[i], &jerr);
-			if (m == NULL)
-				fatalx("session %s: history does not parse", s->id);
-			json_array_append_new(hist, m);
-		}
+		hist = hist_snapshot(s);
 		rids = json_array();
 		for (i = 0; i < s->rids_n; i++) {
 			/* Oldest first: from 0 while growing, from rids_next when full. */
@@ -322,20 +322,20 @@ session_restore_one(json_t *o)
 	json_t		*hist, *rids, *m, *v, *jname = NULL;
 	const char	*id, *name = NULL, *ws, *env, *state;
 	json_int_t	 created, active, seq, turn;
-	size_t		 i, len;
+	size_t		 i;
 	int		 st;
-	char		*enc;
 
 	/* An unnamed session's name is written as null ("s:s?"). */
 	if (json_unpack(o, "{s:s, s?o, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}",
 	    "id", &id, "name", &jname, "workspace", &ws, "env", &env,
 	    "state", &state, "created_ms", &created, "active_ms", &active,
 	    "seq", &seq, "turn", &turn, "history", &hist, "request_ids", &rids) != 0 ||
+	    (!json_is_array(hist) && !json_is_object(hist)) ||
 	    (jname != NULL && !json_is_null(jname) && !json_is_string(jname)))
 		return -1;
 	name = json_string_value(jname);
 	if (strlen(id) != SESSION_ID_LEN || seq < 1 || turn < 0 ||
-	    !json_is_array(hist) || !json_is_array(rids) ||
+	    !json_is_array(rids) ||
 	    (st = session_state_parse(state)) == -1 || st == SESSION_CLOSED ||
 	    idmap_find(&session_ids, id) != NULL ||
 	    (name != NULL && idmap_find(&session_names, name) != NULL))
@@ -391,16 +391,8 @@ session_restore_one(json_t *o)
 	if (s->name != NULL)
 		idmap_add(&session_names, &s->name_entry, s->name, s);
 	TAILQ_INSERT_TAIL(&session_all, s, entry);
-	json_array_foreach(hist, i, m) {
-		v = json_object_get(m, "seq");
-		if (!json_is_object(m) || !json_is_integer(v))
-			return -1;
-		enc = json_dumps(m, JSON_COMPACT);
-		if (enc == NULL)
-			return -1;
-		len = strlen(enc);
-		hist_append(s, (uint64_t)json_integer_value(v), enc, len);
-	}
+	if (hist_restore(s, hist) != 0)
+		return -1;
 	json_array_foreach(rids, i, m) {
 		const char	*rid;
 		json_int_t	 rseq, rturn;
@@ -423,7 +415,8 @@ session_restore(json_t *state)
 
 	if (json_unpack(state, "{s:I, s:o, s:o}", "version", &version,
 	    "sessions", &sessions, "create_request_ids", &crids) != 0 ||
-	    version != SESSION_SNAPSHOT_VERSION || !json_is_array(sessions) ||
+	    version < 1 || version > SESSION_SNAPSHOT_VERSION ||
+	    !json_is_array(sessions) ||
 	    !json_is_array(crids)) {
 		log_error("session snapshot: unknown layout");
 		return -1;
@@ -441,6 +434,17 @@ session_restore(json_t *state)
 	}
 	log_info("restored %zu sessions from the snapshot", json_array_size(sessions));
 	return 0;
+}
+
+/* Disk log: the snapshot is written, or it is not. */
+static void
+session_snapshot_done(uint64_t seq, int error)
+{
+	struct session	*s;
+
+	TAILQ_FOREACH(s, &session_all, entry)
+		hist_snapshot_done(s, error);
+	hist_limbo_release();
 }
 
 /* Sets the replay observer of event records (see session.h). */

@@ -47,6 +47,7 @@ struct session_list		 session_all = TAILQ_HEAD_INITIALIZER(session_all);
 /* Closed and announced, waiting for their last catching-up clients. */
 static struct session_list	 session_dead = TAILQ_HEAD_INITIALIZER(session_dead);
 static struct event		*session_reap_ev;
+static struct event		*session_trim_ev;	/* hist_trim, now and then */
 static int			 session_stopping;	/* session_shutdown */
 
 static const char *const session_states[] = {
@@ -135,9 +136,7 @@ session_free(struct session *s)
 
 	ring_release(&session_rings, &s->ring);
 	logindex_release(&s->lidx);
-	for (i = 0; i < s->nhist; i++)
-		free(s->hist[i].json);
-	free(s->hist);
+	hist_free(s);
 	for (i = 0; i < s->rids_n; i++)
 		free(s->rids[i].id);
 	free(s->rids);
@@ -520,18 +519,35 @@ session_status(void)
 {
 	const struct config	*cfg = config_get();
 
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 	    "open", (json_int_t)idmap_count(&session_ids),
 	    "max", (json_int_t)cfg->session_max,
 	    "attached", (json_int_t)attach_total(),
 	    "catching_up", (json_int_t)catchup_count(),
 	    "events_memory_bytes", (json_int_t)session_rings.bytes,
-	    "events_memory_max", (json_int_t)cfg->session_events_memory);
+	    "events_memory_max", (json_int_t)cfg->session_events_memory,
+	    "histories", hist_status());
 }
 
 #define SESSION_TURN_MS_MAX	600000	/* GBR_TEST_TURN_MS: at most 10 minutes */
 
 unsigned	session_turn_ms;
+
+/*
+ * Idle histories leave memory (hist_trim): checked every quarter of
+ * [session] history_idle, between 1 and 30 s.
+ */
+static void
+session_trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval	tv = { 0, 0 };
+	unsigned	idle = config_get()->session_history_idle;
+
+	if (what != 0)
+		hist_trim();
+	tv.tv_sec = idle / 4 < 1 ? 1 : idle / 4 > 30 ? 30 : idle / 4;
+	evtimer_add(session_trim_ev, &tv);
+}
 
 /* Registers with the disk log and reads the test hooks. */
 void
@@ -542,6 +558,9 @@ session_init(struct event_base *base)
 	session_turn_ms = (unsigned)fault_hook_long("TURN_MS", 0,
 	    SESSION_TURN_MS_MAX, 0);
 	session_log_register();
+	if ((session_trim_ev = evtimer_new(base, session_trim_cb, NULL)) == NULL)
+		fatalx("evtimer_new failed");
+	session_trim_cb(-1, 0, NULL);
 }
 
 /* Marks the turns that were running when the daemon stopped as interrupted. */
@@ -595,10 +614,15 @@ session_shutdown(void)
 		session_drop_pending(s);
 		session_free(s);
 	}
+	/* disklog_close is over: no snapshot reads a history any more. */
+	hist_limbo_release();
 	session_reap_cb(-1, 0, NULL);
 	if (session_reap_ev != NULL)
 		event_free(session_reap_ev);
 	session_reap_ev = NULL;
+	if (session_trim_ev != NULL)
+		event_free(session_trim_ev);
+	session_trim_ev = NULL;
 	idmap_release(&session_ids);
 	idmap_release(&session_names);
 	create_rid_release();

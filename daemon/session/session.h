@@ -131,7 +131,8 @@ json_t		*session_list(const char *workspace);
 json_t		*session_open_ids(const char *workspace);
 /*
  * Up to limit of the newest messages before seq before (0: the end), as far
- * as announced, bounded in bytes by half a client queue (new reference).
+ * as announced, bounded in bytes by half a client queue (new reference),
+ * or NULL if the part kept only on disk cannot be read back (logged).
  */
 json_t		*session_history(struct session *, size_t limit, uint64_t before);
 /*
@@ -227,7 +228,10 @@ int		 session_set_env(struct session *, const char *type,
  */
 int		 session_live(struct session *, const char *type,
 		    json_t *fields);
-/* Every history message from index from on (new reference). */
+/*
+ * Every history message from index from on (new reference), or NULL if
+ * the part kept only on disk cannot be read back (logged).
+ */
 json_t		*session_messages(struct session *, size_t from);
 enum session_state session_state(const struct session *);
 uint64_t	 session_turn(const struct session *);

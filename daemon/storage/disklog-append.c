@@ -441,18 +441,9 @@ dl_done_cb(evutil_socket_t fd, short events, void *arg)
 	if (err_new && err_epoch == dl.epoch)
 		dl_failed(err, op, done);
 	if (snap_new) {
-		dl.snap_inflight = 0;
 		free(dl.snap_error);
 		dl.snap_error = NULL;
-		dl.snap_failed_ms = 0;
-		if (snap_err == 0)
-			dl.snaps_written++;
-		else if (snap_err != ECANCELED) {
-			dl.snap_failed_ms = (uint64_t)clock_mono_ms();
-			dl.snap_error = xasprintf("snapshot at seq %" PRIu64
-			    " failed: %s", snap_seq, strerror(snap_err));
-			log_error("disk log: %s", dl.snap_error);
-		}
+		dl_snapshot_done(snap_seq, snap_err);
 	}
 	if (dl.watch != NULL)
 		dl.watch(dl.watch_arg, dl.done_seq, 0, NULL, 0, NULL, 0);

@@ -44,6 +44,10 @@ struct logscan_dir;
 #define DL_JSON		JSON_ALLOW_NUL
 /* Retry of a failed cut, and of a failed snapshot, while storage is failing. */
 #define DL_RETRY_MS	1000
+/* A snapshot failing again waits twice as long, up to this. */
+#define DL_SNAP_BACKOFF_MAX_MS	(5 * 60 * 1000)
+/* The suffix of side files (disklog_snapshot_file). */
+#define DL_SIDE_SUFFIX	".side"
 /* Modules that can register. */
 #define DL_MAX_MODULES	32
 
@@ -87,12 +91,25 @@ struct dl_pending {
 	size_t		 data_len;
 };
 
+/* A side file a snapshot keeps, and what to write into it first. */
+struct dl_side {
+	char			*name;		/* NAME.side */
+	uint64_t		 off;
+	struct disklog_piece	*pieces;	/* borrowed bytes */
+	size_t			 npieces;
+	uint64_t		 len;		/* of all the pieces */
+};
+
 /* A snapshot the loop encoded, for the writer to write after its records. */
 struct dl_snapjob {
 	char		*body;
 	size_t		 len;
 	uint64_t	 seq;
 	unsigned	 epoch;
+	uint64_t	 keep_bytes;	/* drop covered segments down to this */
+	struct dl_side	*side;
+	size_t		 nside;
+	size_t		 side_cap;
 };
 
 /* Read jobs queued for the reader thread (struct dl_rjob: disklog-read.c). */
@@ -149,7 +166,12 @@ struct dl_state {
 	struct dl_error		 err_last;
 	uint64_t		 err_count;
 	int			 snap_inflight;
-	uint64_t		 snap_failed_ms;	/* monotonic; retry a second later */
+	uint64_t		 snap_failed_ms;	/* monotonic; retry snap_backoff_ms later */
+	uint64_t		 snap_backoff_ms;	/* doubles with each failure in a row */
+	uint64_t		 snaps_failed;
+	uint64_t		 snap_encode_ms;	/* the last one's time on the loop */
+	uint64_t		 snap_from_bytes;	/* s_bytes + queued at the last one */
+	struct dl_snapjob	*snap_building;	/* during the modules' snapshot() */
 	uint64_t		 snaps_written;
 	char			*snap_error;
 	uint64_t		 appends;
@@ -206,6 +228,8 @@ struct dl_state {
 	uint64_t		 snap_bytes;
 	char			*snap_name;
 	uint64_t		 disk_bytes;
+	uint64_t		 side_files;	/* the snapshot's side files */
+	uint64_t		 side_bytes;
 
 	/* The reader, under rmtx. */
 	pthread_t		 reader;
@@ -249,6 +273,9 @@ void		 dl_put_batch(void);
 
 /* disklog-snapshot.c */
 int		 dl_write_snapshot(const struct dl_snapjob *);
+void		 dl_snapjob_free(struct dl_snapjob *);
+void		 dl_snapshot_done(uint64_t seq, int err);
+void		 dl_side_count(void);
 void		 dl_maybe_snapshot(void);
 int		 dl_open_snapshot(struct logscan_dir *, int repair,
 		    char **cause);

@@ -11,6 +11,8 @@
  */
 #include "gbr-config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -117,14 +119,29 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 	struct logscan_seg	 res;
 	struct dl_replay	 rp;
 	struct dl_seg		*s;
-	uint64_t		 need = 0, good, limit_first;
+	struct stat		 sb;
+	uint64_t		 need = 0, good, limit_first, total;
 	size_t			 i, first = 0;
 	char			*why;
 	int			 fd, last;
 	json_t			*moved;
 
-	/* Segments wholly covered by the snapshot are no longer needed. */
-	while (first + 1 < d->nsegs && d->segs[first + 1].seq <= dl.snap_seq + 1) {
+	/*
+	 * Segments wholly covered by the snapshot are no longer needed for
+	 * the state: they go if the files are over half the budget (a crash
+	 * came between the snapshot and their removal), else they stay for
+	 * log.read. They are checked like the others, not replayed.
+	 */
+	for (i = 0, total = 0; i < d->nsegs; i++) {
+		if (fstatat(dl.dirfd, d->segs[i].name, &sb,
+		    AT_SYMLINK_NOFOLLOW) == 0)
+			total += (uint64_t)sb.st_size;
+	}
+	while (first + 1 < d->nsegs && d->segs[first + 1].seq <= dl.snap_seq + 1 &&
+	    total > dl.opts.max_bytes / 2) {
+		if (fstatat(dl.dirfd, d->segs[first].name, &sb,
+		    AT_SYMLINK_NOFOLLOW) == 0)
+			total -= (uint64_t)sb.st_size;
 		if (unlinkat(dl.dirfd, d->segs[first].name, 0) == 0)
 			log_info("disk log: removed %s, covered by the snapshot",
 			    d->segs[first].name);

@@ -367,13 +367,12 @@ dl_writer_main(void *arg)
 				err = dl_write_snapshot(job) == 0 ? 0 : errno;
 			else
 				err = ECANCELED;
-			free(job->body);
 			pthread_mutex_lock(&dl.mtx);
 			dl.r_snap_new = 1;
 			dl.r_snap_err = err;
 			dl.r_snap_seq = job->seq;
 			pthread_mutex_unlock(&dl.mtx);
-			free(job);
+			dl_snapjob_free(job);
 			event_active(dl.ev_done, EV_READ, 0);
 			pthread_mutex_lock(&dl.mtx);
 			continue;

@@ -38,8 +38,11 @@
  * modules for their state (snapshot()), encodes it, and hands the bytes to
  * the writer, which writes the snapshot after the records it covers
  * (temp file, fdatasync, rename, fsync of the folder) and only then drops
- * the closed segments it covers. Encoding the state is the only snapshot
- * work on the loop thread; every disk operation is on the writer.
+ * the closed segments it covers. What grows with history goes into side
+ * files the snapshot names (disklog_snapshot_file): the writer appends to
+ * them from the modules' own memory, so encoding the small state is the
+ * only snapshot work on the loop thread; every disk operation is on the
+ * writer. A snapshot that fails is tried again later and later (backoff).
  *
  * Locks: dl.mtx guards the open batch, the writer's requests and its
  * published results; dl.seg_mtx guards the segment table, which the writer
@@ -249,7 +252,7 @@ json_t *
 disklog_status(void)
 {
 	json_t		*st;
-	uint64_t	 bytes, snap_seq, snap_bytes, first;
+	uint64_t	 bytes, snap_seq, snap_bytes, first, side_files, side_bytes;
 	size_t		 nsegs;
 	char		 id[17];
 
@@ -260,6 +263,8 @@ disklog_status(void)
 	nsegs = dl.nsegs;
 	snap_seq = dl.snap_seq;
 	snap_bytes = dl.snap_bytes;
+	side_files = dl.side_files;
+	side_bytes = dl.side_bytes;
 	first = nsegs > 0 ? dl.segs[0]->first_seq : snap_seq + 1;
 	pthread_mutex_unlock(&dl.seg_mtx);
 	snprintf(id, sizeof id, "%016" PRIx64, dl.log_id);
@@ -295,10 +300,16 @@ disklog_status(void)
 	pthread_mutex_unlock(&dl.mtx);
 	json_object_set_new(st, "over_budget", json_boolean(bytes > dl.opts.max_bytes));
 	json_object_set_new(st, "snapshot", snap_seq == 0 ? json_null() :
-	    json_pack("{s:I, s:I, s:I}", "seq", (json_int_t)snap_seq, "bytes",
-	    (json_int_t)snap_bytes, "written", (json_int_t)dl.snaps_written));
+	    json_pack("{s:I, s:I, s:I, s:I}", "seq", (json_int_t)snap_seq,
+	    "bytes", (json_int_t)snap_bytes, "written",
+	    (json_int_t)dl.snaps_written, "encode_ms",
+	    (json_int_t)dl.snap_encode_ms));
 	json_object_set_new(st, "snapshot_error", dl.snap_error != NULL ?
 	    json_string(dl.snap_error) : json_null());
+	json_object_set_new(st, "snapshots_failed",
+	    json_integer((json_int_t)dl.snaps_failed));
+	json_object_set_new(st, "side_files", json_pack("{s:I, s:I}", "files",
+	    (json_int_t)side_files, "bytes", (json_int_t)side_bytes));
 	json_object_set_new(st, "replay", json_pack("{s:I, s:I, s:I, s:I}",
 	    "records", (json_int_t)dl.replayed, "ms", (json_int_t)dl.replay_ms,
 	    "snapshot_seq", (json_int_t)dl.restored_seq, "parsed_ahead",
@@ -320,6 +331,7 @@ disklog_reconfigure(const struct disklog_opts *o)
 {
 	dl.opts.segment_bytes = o->segment_bytes;
 	dl.opts.max_bytes = o->max_bytes;
+	dl.opts.snapshot_bytes = o->snapshot_bytes;
 	dl.opts.fsync = o->fsync;
 	dl.opts.commit_delay_us = o->commit_delay_us;
 	pthread_mutex_lock(&dl.mtx);
@@ -470,8 +482,10 @@ disklog_open(struct event_base *base, const char *state,
 	dl.w_stop = dl.w_retry = dl.r_stop = 0;
 	dl.closing = 0;
 	dl.snap_inflight = 0;
-	dl.snap_failed_ms = 0;
-	dl.snaps_written = 0;
+	dl.snap_failed_ms = dl.snap_backoff_ms = 0;
+	dl.snaps_written = dl.snaps_failed = dl.snap_encode_ms = 0;
+	dl.snap_from_bytes = 0;
+	dl.side_files = dl.side_bytes = 0;
 	TAILQ_INIT(&dl.rtodo);
 	TAILQ_INIT(&dl.rdone);
 	fault_init();
@@ -541,6 +555,7 @@ disklog_open(struct event_base *base, const char *state,
 	dl.disk_bytes = dl.snap_bytes;
 	for (i = 0; i < dl.nsegs; i++)
 		dl.disk_bytes += dl.segs[i]->size;
+	dl_side_count();
 
 	dl.ev_done = event_new(base, -1, 0, dl_done_cb, NULL);
 	dl.ev_read = event_new(base, -1, 0, dl_read_done_cb, NULL);
@@ -603,8 +618,7 @@ disklog_close(void)
 			e.cb(e.arg, ESHUTDOWN, e.seq);
 	}
 	if (dl.snapjob != NULL) {
-		free(dl.snapjob->body);
-		free(dl.snapjob);
+		dl_snapjob_free(dl.snapjob);
 		dl.snapjob = NULL;
 	}
 	pthread_cond_destroy(&dl.wcond);

@@ -41,6 +41,7 @@ struct event_base;
 struct disklog_opts {
 	uint64_t	segment_bytes;	/* a segment is closed at this size */
 	uint64_t	max_bytes;	/* disk budget for all segments */
+	uint64_t	snapshot_bytes;	/* a snapshot after this much is logged; 0 */
 	int		fsync;		/* durable records are fdatasync'ed */
 	unsigned	commit_delay_us; /* extra wait to gather a group commit */
 	int		repair;		/* gbrd --repair: cut at the last good record */
@@ -55,6 +56,12 @@ struct disklog_module {
 	/* One record after the snapshot (payload borrowed). Returns 0 or -1. */
 	int		 (*replay)(uint64_t seq, int64_t ts_ms, const char *type,
 			    json_t *payload);
+	/*
+	 * Optional: the snapshot snapshot() was asked for at seq is written
+	 * (error 0), or failed or was cancelled (an errno value); side files
+	 * it named hold their new bytes only if error is 0.
+	 */
+	void		 (*snapshot_done)(uint64_t seq, int error);
 };
 
 /*
@@ -159,6 +166,34 @@ int		 disklog_read(uint64_t after_seq, unsigned limit, size_t max_bytes,
 		    disklog_read_cb cb, void *arg);
 /* Sets (or with NULL clears) the one watch callback. */
 void		 disklog_watch(disklog_watch_cb cb, void *arg);
+/* A piece of the bytes to write into a side file (borrowed). */
+struct disklog_piece {
+	const void	*data;
+	size_t		 len;
+};
+
+/*
+ * Inside a module's snapshot(): the snapshot keeps side file name (the
+ * file STATE/log/NAME.side; name is [a-z0-9-], 1 to 64 characters), whose
+ * first off bytes an earlier snapshot wrote, and the writer thread writes
+ * the n pieces (the array is taken; NULL if n is 0) at off and cuts the
+ * file there, fsynced, before the snapshot itself. What the pieces point
+ * to is only borrowed: the module must keep it unchanged until its
+ * snapshot_done() runs for this snapshot or disklog_close returns. Side
+ * files a written snapshot does not name are removed. Large state
+ * (sessions' histories) goes there so that a snapshot stays small and
+ * nothing of that size is encoded or copied on the loop.
+ */
+void		 disklog_snapshot_file(const char *name, uint64_t off,
+		    struct disklog_piece *pieces, size_t n);
+/*
+ * Reads len bytes at off of side file name into *buf (new, NUL-terminated),
+ * on the calling thread. Returns 0, or -1 with errno (EIO if the file is
+ * shorter).
+ */
+int		 disklog_file_read(const char *name, uint64_t off, size_t len,
+		    char **buf);
+
 /*
  * Writes a snapshot of every module now (the writer thread does the I/O),
  * after which segments it covers are dropped. Done by itself when the log

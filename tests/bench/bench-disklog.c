@@ -277,7 +277,7 @@ bench_replay(uint64_t seq, int64_t ts, const char *type, json_t *p)
 }
 
 static const struct disklog_module bench_module = {
-	"bench", NULL, NULL, bench_replay
+	"bench", NULL, NULL, bench_replay, NULL
 };
 
 /* Records replayed by the last open. */

@@ -119,12 +119,16 @@ main(void)
 	config_free(c);
 
 	c = load("[daemon]\nmax_line_bytes = 2M\nmax_clients = 10\n"
-	    "log_level = debug\n[log]\nfsync = no\nmax_bytes = 512MiB\n", &cause);
+	    "log_level = debug\n[log]\nfsync = no\nmax_bytes = 512MiB\n"
+	    "snapshot_bytes = 0\n", &cause);
 	CHECK(c != NULL && c->max_line_bytes == 2 * 1024 * 1024 &&
 	    c->max_clients == 10 && c->log_level == LOG_LEVEL_DEBUG &&
-	    c->log_fsync == 0 && c->log_max_bytes == 512ULL << 20,
-	    "values and suffixes parsed");
+	    c->log_fsync == 0 && c->log_max_bytes == 512ULL << 20 &&
+	    c->log_snapshot_bytes == 0, "values and suffixes parsed");
 	config_free(c);
+	c = load("[log]\nsnapshot_bytes = 1K\n", &cause);
+	CHECK(c == NULL && cause != NULL, "[log] snapshot_bytes under 64K refused");
+	free(cause);
 
 	c = load("[daemon]\nmax_input_bytes = 4M\nline_timeout_ms = 500\n", &cause);
 	CHECK(c != NULL && c->max_input_bytes == 4 << 20 &&
@@ -192,8 +196,9 @@ main(void)
 	c = load("[session]\nmax_sessions = 3\nhistory_messages = 10\n"
 	    "history_bytes = 64K\nmax_text_bytes = 1K\nring_events = 5\n"
 	    "ring_bytes = 8K\nevents_memory_bytes = 1M\nmax_attached = 2\n"
-	    "request_ids = 7\n", &cause);
+	    "request_ids = 7\nhistory_idle = 9\nhistory_memory_bytes = 0\n", &cause);
 	CHECK(c != NULL && c->session_max == 3 && c->session_history_messages == 10 &&
+	    c->session_history_idle == 9 && c->session_history_memory == 0 &&
 	    c->session_history_bytes == 64 << 10 && c->session_max_text_bytes == 1024 &&
 	    c->session_ring_events == 5 && c->session_ring_bytes == 8 << 10 &&
 	    c->session_events_memory == 1 << 20 && c->session_max_attached == 2 &&

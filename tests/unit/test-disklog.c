@@ -77,7 +77,7 @@ mod_replay(uint64_t seq, int64_t ts, const char *type, json_t *payload)
 }
 
 static const struct disklog_module test_module = {
-	"test", mod_snapshot, mod_restore, mod_replay
+	"test", mod_snapshot, mod_restore, mod_replay, NULL
 };
 
 /* Callback results. */
