@@ -106,13 +106,8 @@ struct acp {
 	long long	 next_did;
 	struct mcp_buf	 dout;
 
-	int		 in_fd;
+	struct mcp_lines in;		/* the editor's stdin, moved */
 	int		 out_fd;
-	char		*in_buf;
-	size_t		 in_len;
-	size_t		 in_cap;
-	int		 in_skip;
-	int		 in_eof;
 	int		 out_dead;
 	struct mcp_buf	 out;
 

@@ -229,88 +229,25 @@ acp_too_large(struct acp *a)
 	    "longer than %d bytes; it is skipped", ACP_LINE_MAX);
 }
 
+/* The editor's lines, as mcp_lines_read hands them over. */
+static void
+acp_client_line_cb(void *arg, const char *line, size_t len)
+{
+	acp_client_line(arg, line, len);
+}
+
+static void
+acp_too_large_cb(void *arg)
+{
+	acp_too_large(arg);
+}
+
 /* Reads what the editor sent and handles every complete line. */
 static void
 acp_client_read(struct acp *a)
 {
-	ssize_t	 n;
-	size_t	 start, i, end;
-
-	if (a->in_cap - a->in_len < ACP_READ_CHUNK) {
-		a->in_cap = a->in_len + ACP_READ_CHUNK;
-		a->in_buf = xreallocarray(a->in_buf, 1, a->in_cap);
-	}
-	n = transport_stdio_read(a->in_fd, a->in_buf + a->in_len,
-	    ACP_READ_CHUNK);
-	if (n < 0) {
-		if (errno == EINTR || errno == EAGAIN)
-			return;
-		acp_log("reading stdin: %s", strerror(errno));
-		a->in_eof = 1;
-		return;
-	}
-	if (n == 0) {
-		a->in_eof = 1;
-		if (a->in_len > 0 && !a->in_skip)
-			acp_client_line(a, a->in_buf, a->in_len);
-		a->in_len = 0;
-		return;
-	}
-	i = a->in_len;
-	a->in_len += (size_t)n;
-	start = 0;
-	for (; i < a->in_len; i++) {
-		if (a->in_buf[i] != '\n')
-			continue;
-		if (a->in_skip)
-			a->in_skip = 0;
-		else {
-			end = i;
-			if (end > start && a->in_buf[end - 1] == '\r')
-				end--;
-			if (end - start > ACP_LINE_MAX)
-				acp_too_large(a);
-			else if (end > start)
-				acp_client_line(a, a->in_buf + start, end - start);
-		}
-		start = i + 1;
-	}
-	if (a->in_skip) {
-		a->in_len = 0;	/* still inside the over-long line */
-		return;
-	}
-	memmove(a->in_buf, a->in_buf + start, a->in_len - start);
-	a->in_len -= start;
-	if (a->in_len > ACP_LINE_MAX) {
-		acp_too_large(a);
-		a->in_skip = 1;
-		a->in_len = 0;
-	}
-	if (a->in_cap > 4 * ACP_READ_CHUNK && a->in_len < ACP_READ_CHUNK) {
-		a->in_cap = 2 * ACP_READ_CHUNK;
-		a->in_buf = xreallocarray(a->in_buf, 1, a->in_cap);
-	}
-}
-
-/* Writes a queue without blocking; 0, or -1 when the other end is gone. */
-static int
-acp_flush(struct mcp_buf *b, int fd, ssize_t (*put)(int, const void *, size_t))
-{
-	ssize_t	n;
-
-	while (b->off < b->len) {
-		n = put(fd, b->data + b->off, b->len - b->off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			return -1;
-		}
-		b->off += (size_t)n;
-	}
-	b->off = b->len = 0;
-	return 0;
+	mcp_lines_read(&a->in, ACP_LINE_MAX, acp_client_line_cb,
+	    acp_too_large_cb, a);
 }
 
 /* The loop: until the editor closes stdin or its end of stdout. */
@@ -321,13 +258,13 @@ acp_loop(struct acp *a)
 	int		in_i, out_i, d_i, n, reading;
 	short		dev;
 
-	while (!a->in_eof && !a->out_dead) {
+	while (!a->in.eof && !a->out_dead) {
 		n = 0;
 		in_i = out_i = d_i = -1;
 		reading = mcp_buf_pending(&a->out) <= ACP_OUT_HIGH;
 		if (reading) {
 			in_i = n;
-			pfd[n].fd = a->in_fd;
+			pfd[n].fd = a->in.fd;
 			pfd[n++].events = POLLIN;
 		}
 		if (mcp_buf_pending(&a->out) > 0) {
@@ -356,12 +293,12 @@ acp_loop(struct acp *a)
 			break;
 		}
 		if (out_i != -1 && pfd[out_i].revents != 0 &&
-		    acp_flush(&a->out, a->out_fd, transport_stdio_write) != 0) {
+		    mcp_buf_flush(&a->out, a->out_fd, transport_stdio_write) != 0) {
 			a->out_dead = 1;
 			break;
 		}
 		if (d_i != -1 && (pfd[d_i].revents & POLLOUT) &&
-		    acp_flush(&a->dout, a->dfd, transport_write) != 0) {
+		    mcp_buf_flush(&a->dout, a->dfd, transport_write) != 0) {
 			acp_daemon_lost(a, strerror(errno));
 			d_i = -1;
 		}
@@ -371,12 +308,12 @@ acp_loop(struct acp *a)
 		if (in_i != -1 && pfd[in_i].revents != 0)
 			acp_client_read(a);
 		if (mcp_buf_pending(&a->out) > 0 &&
-		    acp_flush(&a->out, a->out_fd, transport_stdio_write) != 0) {
+		    mcp_buf_flush(&a->out, a->out_fd, transport_stdio_write) != 0) {
 			a->out_dead = 1;
 			break;
 		}
 		if (a->cl != NULL && mcp_buf_pending(&a->dout) > 0 &&
-		    acp_flush(&a->dout, a->dfd, transport_write) != 0)
+		    mcp_buf_flush(&a->dout, a->dfd, transport_write) != 0)
 			acp_daemon_lost(a, strerror(errno));
 	}
 }
@@ -397,7 +334,7 @@ acp_final_flush(struct acp *a)
 		pfd.revents = 0;
 		if (transport_poll(&pfd, 1, wait) <= 0)
 			break;
-		if (acp_flush(&a->out, a->out_fd, transport_stdio_write) != 0)
+		if (mcp_buf_flush(&a->out, a->out_fd, transport_stdio_write) != 0)
 			break;
 	}
 }
@@ -451,7 +388,7 @@ ctl_acp(struct ctl *ctl, int argc, char **argv)
 
 	memset(&a, 0, sizeof a);
 	a.ctl = ctl;
-	a.dfd = a.in_fd = a.out_fd = -1;
+	a.dfd = a.in.fd = a.out_fd = -1;
 	TAILQ_INIT(&a.sessions);
 	TAILQ_INIT(&a.calls);
 	TAILQ_INIT(&a.perms);
@@ -491,7 +428,7 @@ ctl_acp(struct ctl *ctl, int argc, char **argv)
 	for (i = 0; i < (int)sizeof r; i++)
 		snprintf(a.rid_prefix + 2 * i, 3, "%02x", r[i]);
 	signal(SIGPIPE, SIG_IGN);
-	if (transport_stdio_take(&a.in_fd, &a.out_fd, &cause) != 0) {
+	if (transport_stdio_take(&a.in.fd, &a.out_fd, &cause) != 0) {
 		acp_log("%s", cause);
 		free(cause);
 		free(a.workspace);
@@ -516,8 +453,8 @@ out:
 	frame_free(a.dframe);
 	mcp_buf_release(&a.dout);
 	mcp_buf_release(&a.out);
-	transport_stdio_release(a.in_fd, a.out_fd);
-	free(a.in_buf);
+	transport_stdio_release(a.in.fd, a.out_fd);
+	free(a.in.buf);
 	free(a.workspace);
 	return rc;
 }

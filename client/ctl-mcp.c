@@ -150,7 +150,7 @@ mcp_buf_release(struct mcp_buf *b)
  * Writes what the queue holds without blocking. Returns 0 (even if some is
  * left), or -1 with errno when the other end is gone.
  */
-static int
+int
 mcp_buf_flush(struct mcp_buf *b, int fd,
     ssize_t (*put)(int, const void *, size_t))
 {
@@ -449,73 +449,92 @@ mcp_too_large(struct mcp *m)
 }
 
 /*
- * Reads what the client sent and handles every complete line. A line over
- * MCP_LINE_MAX gets an error (id null: it was never read whole) and is
- * skipped up to its end; the connection goes on.
+ * Reads what is there (one read: after POLLIN it never blocks) and hands
+ * over every complete line. A line over max gets too_large and is skipped
+ * up to its end; a last line without its newline still counts at the end.
  */
-static void
-mcp_client_read(struct mcp *m)
+void
+mcp_lines_read(struct mcp_lines *in, size_t max, mcp_line_fn line,
+    mcp_too_large_fn too_large, void *arg)
 {
 	ssize_t	 n;
 	size_t	 start, i, end;
 
-	if (m->in_cap - m->in_len < MCP_READ_CHUNK) {
-		m->in_cap = m->in_len + MCP_READ_CHUNK;
-		m->in_buf = xreallocarray(m->in_buf, 1, m->in_cap);
+	if (in->cap - in->len < MCP_READ_CHUNK) {
+		in->cap = in->len + MCP_READ_CHUNK;
+		in->buf = xreallocarray(in->buf, 1, in->cap);
 	}
-	/* One read after POLLIN never blocks, whatever the descriptor is. */
-	n = transport_stdio_read(m->in_fd, m->in_buf + m->in_len,
-	    MCP_READ_CHUNK);
+	n = transport_stdio_read(in->fd, in->buf + in->len, MCP_READ_CHUNK);
 	if (n < 0) {
 		if (errno == EINTR || errno == EAGAIN)
 			return;
 		mcp_log("reading stdin: %s", strerror(errno));
-		m->in_eof = 1;
+		in->eof = 1;
 		return;
 	}
 	if (n == 0) {
-		m->in_eof = 1;
-		/* A last message without its newline still counts. */
-		if (m->in_len > 0 && !m->in_skip)
-			mcp_client_line(m, m->in_buf, m->in_len);
-		m->in_len = 0;
+		in->eof = 1;
+		if (in->len > 0 && !in->skip)
+			line(arg, in->buf, in->len);
+		in->len = 0;
 		return;
 	}
-	i = m->in_len;
-	m->in_len += (size_t)n;
+	i = in->len;
+	in->len += (size_t)n;
 	start = 0;
-	for (; i < m->in_len; i++) {
-		if (m->in_buf[i] != '\n')
+	for (; i < in->len; i++) {
+		if (in->buf[i] != '\n')
 			continue;
-		if (m->in_skip)
-			m->in_skip = 0;
+		if (in->skip)
+			in->skip = 0;
 		else {
 			end = i;
-			if (end > start && m->in_buf[end - 1] == '\r')
+			if (end > start && in->buf[end - 1] == '\r')
 				end--;
-			if (end - start > MCP_LINE_MAX)
-				mcp_too_large(m);
+			if (end - start > max)
+				too_large(arg);
 			else if (end > start)
-				mcp_client_line(m, m->in_buf + start, end - start);
+				line(arg, in->buf + start, end - start);
 		}
 		start = i + 1;
 	}
-	if (m->in_skip) {
-		m->in_len = 0;	/* still inside the over-long line */
+	if (in->skip) {
+		in->len = 0;	/* still inside the over-long line */
 		return;
 	}
-	memmove(m->in_buf, m->in_buf + start, m->in_len - start);
-	m->in_len -= start;
-	if (m->in_len > MCP_LINE_MAX) {
-		mcp_too_large(m);
-		m->in_skip = 1;
-		m->in_len = 0;
+	memmove(in->buf, in->buf + start, in->len - start);
+	in->len -= start;
+	if (in->len > max) {
+		too_large(arg);
+		in->skip = 1;
+		in->len = 0;
 	}
 	/* Give back a buffer a long message grew. */
-	if (m->in_cap > 4 * MCP_READ_CHUNK && m->in_len < MCP_READ_CHUNK) {
-		m->in_cap = 2 * MCP_READ_CHUNK;
-		m->in_buf = xreallocarray(m->in_buf, 1, m->in_cap);
+	if (in->cap > 4 * MCP_READ_CHUNK && in->len < MCP_READ_CHUNK) {
+		in->cap = 2 * MCP_READ_CHUNK;
+		in->buf = xreallocarray(in->buf, 1, in->cap);
 	}
+}
+
+/* The client's lines, as mcp_lines_read hands them over. */
+static void
+mcp_client_line_cb(void *arg, const char *line, size_t len)
+{
+	mcp_client_line(arg, line, len);
+}
+
+static void
+mcp_too_large_cb(void *arg)
+{
+	mcp_too_large(arg);
+}
+
+/* Reads what the client sent and handles every complete line. */
+static void
+mcp_client_read(struct mcp *m)
+{
+	mcp_lines_read(&m->in, MCP_LINE_MAX, mcp_client_line_cb,
+	    mcp_too_large_cb, m);
 }
 
 /*
@@ -529,7 +548,7 @@ mcp_take_stdio(struct mcp *m)
 {
 	char	*cause;
 
-	if (transport_stdio_take(&m->in_fd, &m->out_fd, &cause) != 0) {
+	if (transport_stdio_take(&m->in.fd, &m->out_fd, &cause) != 0) {
 		mcp_log("%s", cause);
 		free(cause);
 		return -1;
@@ -566,7 +585,7 @@ mcp_loop(struct mcp *m)
 	int		timeout, in_i, out_i, d_i, n, reading;
 	short		dev;
 
-	while (!m->in_eof && !m->out_dead) {
+	while (!m->in.eof && !m->out_dead) {
 		timeout = mcp_progress_tick(m);
 		n = 0;
 		in_i = out_i = d_i = -1;
@@ -574,7 +593,7 @@ mcp_loop(struct mcp *m)
 		reading = mcp_buf_pending(&m->out) <= MCP_OUT_HIGH;
 		if (reading) {
 			in_i = n;
-			pfd[n].fd = m->in_fd;
+			pfd[n].fd = m->in.fd;
 			pfd[n++].events = POLLIN;
 		}
 		if (mcp_buf_pending(&m->out) > 0) {
@@ -655,7 +674,7 @@ ctl_mcp(struct ctl *ctl, int argc, char **argv)
 
 	memset(&m, 0, sizeof m);
 	m.ctl = ctl;
-	m.dfd = m.in_fd = m.out_fd = -1;
+	m.dfd = m.in.fd = m.out_fd = -1;
 	TAILQ_INIT(&m.calls);
 	TAILQ_INIT(&m.held);
 	for (i = 0; i < argc; i++) {
@@ -731,8 +750,8 @@ out:
 	frame_free(m.dframe);
 	mcp_buf_release(&m.dout);
 	mcp_buf_release(&m.out);
-	transport_stdio_release(m.in_fd, m.out_fd);
-	free(m.in_buf);
+	transport_stdio_release(m.in.fd, m.out_fd);
+	free(m.in.buf);
 	free(m.workspace);
 	free(m.session);
 	return rc;

@@ -78,6 +78,21 @@ struct mcp_held {
 TAILQ_HEAD(mcp_helds, mcp_held);
 
 /* The bridge. */
+/*
+ * Lines from a descriptor (a bridge's stdin): a line over the cap is
+ * reported (too_large) and skipped up to its end; the stream goes on.
+ */
+struct mcp_lines {
+	int		 fd;
+	char		*buf;
+	size_t		 len;
+	size_t		 cap;
+	int		 skip;		/* dropping the rest of an over-long line */
+	int		 eof;
+};
+typedef void	 (*mcp_line_fn)(void *arg, const char *line, size_t len);
+typedef void	 (*mcp_too_large_fn)(void *arg);
+
 struct mcp {
 	struct ctl	*ctl;
 	const char	*session_arg;	/* --session */
@@ -94,13 +109,8 @@ struct mcp {
 	long long	 next_did;
 	struct mcp_buf	 dout;		/* to gbrd */
 
-	int		 in_fd;		/* the client's stdin, moved */
+	struct mcp_lines in;		/* the client's stdin, moved */
 	int		 out_fd;	/* the client's stdout, moved */
-	char		*in_buf;
-	size_t		 in_len;
-	size_t		 in_cap;
-	int		 in_skip;	/* dropping the rest of an over-long line */
-	int		 in_eof;
 	int		 out_dead;	/* the client closed its end */
 	struct mcp_buf	 out;
 
@@ -122,6 +132,10 @@ void	 mcp_log(const char *fmt, ...) __attribute__((format(__printf__, 1, 2)));
 size_t	 mcp_buf_add_json(struct mcp_buf *b, const json_t *msg);
 size_t	 mcp_buf_pending(const struct mcp_buf *b);
 void	 mcp_buf_release(struct mcp_buf *b);
+int	 mcp_buf_flush(struct mcp_buf *b, int fd,
+	    ssize_t (*put)(int, const void *, size_t));
+void	 mcp_lines_read(struct mcp_lines *in, size_t max, mcp_line_fn line,
+	    mcp_too_large_fn too_large, void *arg);
 int	 mcp_streq(const json_t *v, const char *s);
 char	*mcp_shown(const char *s, size_t max);
 void	 mcp_send(struct mcp *m, json_t *msg);
