@@ -93,9 +93,12 @@ eventually() {
 winpath() {
 	printf 'Z:%s' "$1" | tr / '\\'
 }
-# Runs a Windows program; its output without the carriage returns.
+# Runs a Windows program; its output without the carriage returns. Its
+# stderr and WINEDEBUG are the event log's: whichever program Wine starts
+# services.exe for passes them on to it (a plain query that raced the
+# keeper below once took services.exe, and every event went nowhere).
 w() {
-	"$wine" "$@" 2>/dev/null | tr -d '\r'
+	WINEDEBUG=-all,+eventlog "$wine" "$@" 2>>"$err" | tr -d '\r'
 }
 c_drive=$WINEPREFIX/drive_c
 
