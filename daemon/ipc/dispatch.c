@@ -40,6 +40,8 @@ static const struct method {
 	{ "session.cancel",	method_session_cancel,	0 },
 	{ "session.close",	method_session_close,	0 },
 	{ "session.history",	method_session_history,	0 },
+	{ "session.rewind",	method_session_rewind,	0 },
+	{ "session.changes",	method_session_changes,	0 },
 	{ "tool.list",		method_tool_list,	0 },
 	{ "tool.call",		method_tool_call,	0 },
 	{ "tool.cancel",	method_tool_cancel,	0 },

@@ -1,0 +1,191 @@
+"""Rewind (issue 27): undoing what the agent changed in a workspace, from
+its file tools and from its commands, against a real gbrd: after
+write_file, edit_file and a command that creates, edits and deletes
+files; a refusal naming the file a person changed afterwards (and --force
+through it); across kill -9 and a restart; a rewind of a rewind; from a
+second terminal; files the agent never touched left alone; the shadow
+store kept out of the workspace."""
+import os
+
+from test_tools import call, world  # noqa: F401 (world is a fixture)
+
+
+def ok(r):
+    assert "result" in r, r
+    return r["result"]
+
+
+def put(world, rel, text):
+    p = os.path.join(world["ws"], rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "w") as f:
+        f.write(text)
+
+
+def get(world, rel):
+    p = os.path.join(world["ws"], rel)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return f.read()
+
+
+def rewind(world, conn=None, **params):
+    params["session"] = world["sid"]
+    return (conn or world["c"]).call("session.rewind", params)
+
+
+def changes(world):
+    return ok(world["c"].call("session.changes",
+                              {"session": world["sid"]}))["changes"]
+
+
+def seq_now(world):
+    """The session's last seq (everything after it is undone by --to)."""
+    for s in ok(world["c"].call("session.list"))["sessions"]:
+        if s["id"] == world["sid"]:
+            return s["seq"]
+    raise AssertionError("no session")
+
+
+def sh(world, script):
+    return ok(call(world, "run_script", language="sh", code=script))
+
+
+def test_write_file_is_undone(world):
+    put(world, "a.txt", "one\n")
+    base = seq_now(world)
+    ok(call(world, "write_file", path="a.txt", content="two\n"))
+    ok(call(world, "write_file", path="new/b.txt", content="fresh\n"))
+    ch = changes(world)
+    assert [c["files"] for c in ch] == [["a.txt"], ["new/b.txt"]]
+    dry = ok(rewind(world, seq=base, dry_run=True))
+    acts = {c["path"]: c["action"] for c in dry["changes"]}
+    assert acts == {"a.txt": "restore", "new/b.txt": "remove"}
+    d = [c for c in dry["changes"] if c["path"] == "a.txt"][0]["diff"]
+    assert "-two" in d and "+one" in d
+    assert get(world, "a.txt") == "two\n"      # a dry run changes nothing
+    r = ok(rewind(world, seq=base))
+    assert sorted(c["path"] for c in r["changes"]) == ["a.txt", "new/b.txt"]
+    assert get(world, "a.txt") == "one\n"
+    assert get(world, "new/b.txt") is None
+    assert get(world, "hello.txt") == "hello\n"
+
+
+def test_edit_file_is_undone(world):
+    put(world, "e.txt", "alpha\nbeta\n")
+    base = seq_now(world)
+    ok(call(world, "edit_file", path="e.txt", old_string="beta",
+            new_string="gamma"))
+    assert get(world, "e.txt") == "alpha\ngamma\n"
+    ok(rewind(world, seq=base))
+    assert get(world, "e.txt") == "alpha\nbeta\n"
+
+
+def test_command_changes_are_undone(world):
+    put(world, "keep.txt", "keep\n")
+    put(world, "edit.txt", "old\n")
+    put(world, "gone.txt", "bye\n")
+    put(world, "sub/deep.txt", "deep\n")
+    base = seq_now(world)
+    sh(world, "echo new > made.txt; echo changed > edit.txt; rm gone.txt; "
+       "rm -r sub; mkdir -p x/y; echo z > x/y/z.txt")
+    files = sorted(changes(world)[-1]["files"])
+    assert files == ["edit.txt", "gone.txt", "made.txt", "sub/deep.txt",
+                     "x/y/z.txt"]
+    # A file the person makes meanwhile is not the agent's: left alone.
+    put(world, "mine.txt", "mine\n")
+    ok(rewind(world, seq=base))
+    assert get(world, "made.txt") is None
+    assert get(world, "x/y/z.txt") is None
+    assert get(world, "edit.txt") == "old\n"
+    assert get(world, "gone.txt") == "bye\n"
+    assert get(world, "sub/deep.txt") == "deep\n"
+    assert get(world, "keep.txt") == "keep\n"
+    assert get(world, "mine.txt") == "mine\n"
+
+
+def test_refuses_a_file_someone_changed_then_force(world):
+    put(world, "a.txt", "one\n")
+    base = seq_now(world)
+    ok(call(world, "write_file", path="a.txt", content="two\n"))
+    ok(call(world, "write_file", path="b.txt", content="bee\n"))
+    put(world, "a.txt", "the person's\n")
+    r = rewind(world, seq=base)
+    assert r["error"]["data"]["kind"] == "conflict", r
+    assert "a.txt" in r["error"]["message"]
+    assert [c["path"] for c in r["error"]["data"]["conflicts"]] == ["a.txt"]
+    assert get(world, "a.txt") == "the person's\n"    # nothing was done
+    assert get(world, "b.txt") == "bee\n"
+    ok(rewind(world, seq=base, force=True))
+    assert get(world, "a.txt") == "one\n"
+    assert get(world, "b.txt") is None
+
+
+def test_rewind_of_a_rewind(world):
+    put(world, "a.txt", "one\n")
+    base = seq_now(world)
+    ok(call(world, "write_file", path="a.txt", content="two\n"))
+    r = ok(rewind(world, seq=base))
+    assert get(world, "a.txt") == "one\n"
+    assert changes(world)[-1]["rewind"] is True
+    ok(rewind(world, seq=r["undo_to_seq"]))
+    assert get(world, "a.txt") == "two\n"
+    # Nothing left to undo after the same point twice.
+    r2 = rewind(world, seq=r["seq"] + 1)
+    assert r2["error"]["data"]["kind"] == "not_found", r2
+
+
+def test_rewind_across_kill9(world):
+    d = world["d"]
+    put(world, "a.txt", "one\n")
+    base = seq_now(world)
+    ok(call(world, "write_file", path="a.txt", content="two\n"))
+    sh(world, "echo cmd > c.txt")
+    d.kill9()
+    d.start()
+    world["c"] = d.conn()
+    files = [c["files"] for c in changes(world)]
+    assert ["a.txt"] in files and ["c.txt"] in files
+    ok(rewind(world, seq=base))
+    assert get(world, "a.txt") == "one\n"
+    assert get(world, "c.txt") is None
+
+
+def test_two_terminals(world):
+    put(world, "a.txt", "one\n")
+    base = seq_now(world)
+    ok(call(world, "write_file", path="a.txt", content="two\n"))
+    other = world["d"].conn()
+    other.call("session.attach", {"session": world["sid"]})
+    ok(rewind(world, conn=other, seq=base))
+    assert get(world, "a.txt") == "one\n"
+    # The first terminal hears of it as an event of the session.
+    seen = []
+    for _ in range(50):
+        m = world["w"].recv()
+        if m.get("method") == "event":
+            seen.append(m["params"]["type"])
+            if m["params"]["type"] == "workspace.rewound":
+                break
+    assert "workspace.changed" in seen and "workspace.rewound" in seen
+
+
+def test_shadow_store_is_outside_the_workspace(world):
+    ok(call(world, "write_file", path="a.txt", content="x\n"))
+    sh(world, "echo y > b.txt")
+    assert sorted(os.listdir(world["ws"])) == ["a.txt", "b.txt", "hello.txt"]
+    shadow = os.path.join(world["d"].state, "shadow")
+    r = call(world, "read_file", path=shadow)
+    assert "error" in r
+
+
+def test_user_git_is_never_touched(world):
+    os.makedirs(os.path.join(world["ws"], ".git"))
+    put(world, ".git/HEAD", "ref: refs/heads/main\n")
+    base = seq_now(world)
+    sh(world, "echo y > b.txt")
+    assert changes(world)[-1]["files"] == ["b.txt"]
+    ok(rewind(world, seq=base))
+    assert get(world, ".git/HEAD") == "ref: refs/heads/main\n"
+    assert sorted(os.listdir(os.path.join(world["ws"], ".git"))) == ["HEAD"]
