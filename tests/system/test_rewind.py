@@ -7,6 +7,8 @@ second terminal; files the agent never touched left alone; the shadow
 store kept out of the workspace."""
 import os
 
+import test_agent as agent
+from test_agent import fake  # noqa: F401 (a fixture)
 from test_tools import call, world  # noqa: F401 (world is a fixture)
 
 
@@ -189,3 +191,48 @@ def test_user_git_is_never_touched(world):
     ok(rewind(world, seq=base))
     assert get(world, ".git/HEAD") == "ref: refs/heads/main\n"
     assert sorted(os.listdir(os.path.join(world["ws"], ".git"))) == ["HEAD"]
+
+
+def test_turns_and_gbrctl(make_daemon, fake, tmpdir_short):  # noqa: F811
+    """Two agent turns; gbrctl lists them with their files, shows the diff
+    of --turn 2 without changing anything, then undoes turn 2 only."""
+    d = os.path.join(tmpdir_short, "ws")
+    os.makedirs(d)
+    with open(os.path.join(d, "a.txt"), "w") as f:
+        f.write("v0\n")
+    agent.profile(d, "[env]\nautonomy = full\n")
+    fake.push({"tool_calls": [{"name": "write_file", "args": {
+        "path": "a.txt", "content": "v1\n"}}]}, {"text": "one"},
+        {"tool_calls": [{"name": "run_script", "args": {
+            "language": "sh", "code": "echo v2 > a.txt; echo b > b.txt"}}]},
+        {"text": "two"})
+    dm = agent.start(make_daemon, fake, "openai")
+    c, sid = agent.session(dm, d, name="rw")
+    for text in ("first", "second"):
+        p = dm.ctl("send", "rw", text)
+        assert p.returncode == 0, (p.stdout, p.stderr)
+    p = dm.ctl("rewind", "rw")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2, p.stdout
+    assert "turn 1" in lines[0] and "write_file: a.txt" in lines[0]
+    assert "turn 2" in lines[1] and "run_script: a.txt b.txt" in lines[1]
+    p = dm.ctl("rewind", "rw", "--turn", "2", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "restore a.txt" in p.stdout and "remove b.txt" in p.stdout
+    assert "-v2\n+v1\n" in p.stdout, p.stdout
+    with open(os.path.join(d, "a.txt")) as f:
+        assert f.read() == "v2\n"
+    p = dm.ctl("rewind", "rw", "--turn", "2")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "to undo this rewind: gbrctl rewind rw --to" in p.stdout
+    with open(os.path.join(d, "a.txt")) as f:
+        assert f.read() == "v1\n"
+    assert not os.path.exists(os.path.join(d, "b.txt"))
+    # A person's edit makes the next rewind refuse, naming the file.
+    with open(os.path.join(d, "a.txt"), "w") as f:
+        f.write("mine\n")
+    p = dm.ctl("rewind", "rw", "--turn", "1")
+    assert p.returncode == 1 and "a.txt" in p.stderr, (p.stdout, p.stderr)
+    with open(os.path.join(d, "a.txt")) as f:
+        assert f.read() == "mine\n"
