@@ -236,3 +236,29 @@ def test_turns_and_gbrctl(make_daemon, fake, tmpdir_short):  # noqa: F811
     assert p.returncode == 1 and "a.txt" in p.stderr, (p.stdout, p.stderr)
     with open(os.path.join(d, "a.txt")) as f:
         assert f.read() == "mine\n"
+
+
+def test_repl_lists_shows_the_diff_and_asks(world):
+    """/rewind lists what changed; /rewind to SEQ shows the diff and asks;
+    n leaves everything, y undoes it (gbr on plain stdin, as a script)."""
+    import subprocess
+    from conftest import GBR
+    put(world, "a.txt", "one\n")
+    base = seq_now(world)
+    ok(call(world, "write_file", path="a.txt", content="two\n"))
+    script = "/rewind\n/rewind to %d\nn\n" % base
+    r = subprocess.run([GBR, "-s", world["sid"]], input=script,
+                       env=world["d"].env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "a.txt" in r.stdout and "restore a.txt" in r.stdout, r.stdout
+    assert "-two" in r.stdout and "+one" in r.stdout, r.stdout
+    assert "nothing was undone" in r.stdout
+    assert get(world, "a.txt") == "two\n"
+    r = subprocess.run([GBR, "-s", world["sid"]],
+                       input="/rewind to %d\ny\n" % base,
+                       env=world["d"].env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "restored a.txt" in r.stdout, r.stdout
+    assert get(world, "a.txt") == "one\n"
