@@ -210,18 +210,46 @@ shadow_get(struct shadow *sh, const char *oid, char **data, size_t *len,
 	return 0;
 }
 
-/* git add -A, then write-tree. */
+/*
+ * git add -A, then write-tree. One walk of the work tree (a diff of the
+ * index against it, untracked files included, the index's stat cache
+ * sparing the unchanged files), then each difference applied: half of
+ * what git_index_add_all and git_index_update_all cost one after the
+ * other (each walks the tree).
+ */
 int
 shadow_snapshot(struct shadow *sh, char tree[SHADOW_OID_LEN + 1],
     char **cause)
 {
-	git_oid	id;
+	git_diff_options	 opts;
+	git_diff		*d = NULL;
+	const git_diff_delta	*dd;
+	git_oid			 id;
+	size_t			 i, n;
+	int			 r = 0;
 
+	if (git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION) < 0)
+		fatalx("git_diff_options_init failed");
+	opts.flags = GIT_DIFF_INCLUDE_UNTRACKED |
+	    GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_INCLUDE_TYPECHANGE |
+	    GIT_DIFF_UPDATE_INDEX;
 	/* Another process may have written the index: read it if so. */
 	if (git_index_read(sh->index, 0) < 0 ||
-	    git_index_add_all(sh->index, NULL, GIT_INDEX_ADD_DEFAULT, NULL,
-	    NULL) < 0 ||
-	    git_index_update_all(sh->index, NULL, NULL, NULL) < 0) {
+	    git_diff_index_to_workdir(&d, sh->repo, sh->index, &opts) < 0) {
+		*cause = shadow_err("reading the workspace");
+		return -1;
+	}
+	n = git_diff_num_deltas(d);
+	for (i = 0; i < n && r == 0; i++) {
+		dd = git_diff_get_delta(d, i);
+		if (dd->status == GIT_DELTA_DELETED)
+			r = git_index_remove_bypath(sh->index,
+			    dd->old_file.path);
+		else
+			r = git_index_add_bypath(sh->index, dd->new_file.path);
+	}
+	git_diff_free(d);
+	if (r < 0) {
 		*cause = shadow_err("reading the workspace");
 		return -1;
 	}
