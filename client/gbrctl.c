@@ -78,6 +78,10 @@ static const struct cmd cmds[] = {
 	    "undo what the agent changed in the workspace from turn N on, or "
 	    "after seq SEQ (--dry-run: show the diff); alone, list the "
 	    "changes", ctl_rewind, CMD_CONNECT | CMD_OWN_HELP, 1, 7 },
+	{ "audit", "[--session S] [--since TIME] [--json]", "who approved or "
+	    "denied what (client, uid, pid, terminal), what ran and how it "
+	    "ended, files changed, rewinds, grants, profile reloads",
+	    ctl_audit, CMD_CONNECT | CMD_OWN_HELP, 0, 5 },
 	{ "cancel", "SESSION", "cancel the running turn",
 	    ctl_session_cancel, CMD_CONNECT, 1, 1 },
 	{ "close", "SESSION", "close a session (its history goes with it)",

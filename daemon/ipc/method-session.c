@@ -463,11 +463,13 @@ method_session_rewind(struct request *req, json_t *params)
 	rq.seq = seq < 0 ? 0 : (uint64_t)seq;
 	rq.dry_run = dry;
 	rq.force = force;
+	rq.who = request_who(req);
 	if (rewind_run(s, &rq, &result, method_session_rewound, req,
 	    &err) != 0)
 		method_session_fail(req, &err);
 	else if (result != NULL)
 		request_reply(req, result);
+	json_decref(rq.who);
 }
 
 /* session.changes {session}: what rewind knows the agent changed. */

@@ -94,6 +94,28 @@ osdep_proc_stat(long pid, char *comm, size_t commsz, long *ppid)
 	return 0;
 }
 
+/* The terminal of a process (see osdep.h). */
+char *
+osdep_pid_tty(pid_t pid)
+{
+	char	 path[64], buf[256];
+	ssize_t	 n;
+	int	 i;
+
+	if (pid <= 0)
+		return NULL;
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "/proc/%ld/fd/%d", (long)pid, i);
+		if ((n = readlink(path, buf, sizeof buf - 1)) <= 0)
+			continue;
+		buf[n] = '\0';
+		if (strncmp(buf, "/dev/pts/", 9) == 0 ||
+		    strncmp(buf, "/dev/tty", 8) == 0)
+			return strdup(buf);
+	}
+	return NULL;
+}
+
 /* Whether the peer belongs to a run (see osdep.h). */
 int
 osdep_peer_in_run(int fd, pid_t pid)

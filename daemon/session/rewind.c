@@ -568,6 +568,8 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 	    "to_seq", (json_int_t)(rq->turn != 0 ? rq->turn : rq->seq),
 	    "changes", done, "forced", rq->force && json_array_size(conflicts) >
 	    0);
+	if (rq->who != NULL)
+		json_object_set(fields, "who", rq->who);
 	if (json_array_size(failed) > 0)
 		json_object_set_new(fields, "failed", failed);
 	else

@@ -65,6 +65,7 @@ struct rewind_req {
 	uint64_t	 seq;		/* or: undo every change after seq */
 	int		 dry_run;
 	int		 force;
+	json_t		*who;		/* who asked (borrowed), or NULL */
 };
 
 /*
