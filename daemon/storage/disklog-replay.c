@@ -70,6 +70,7 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 	int				 r;
 
 	dl_seg_index(rp->seg, rec->seq, off);
+	dl_chain_replay(rec);
 	payload = dl_pa_take(rp->pa, rec->seq, off);
 	if (rec->seq <= rp->snap_seq) {
 		json_decref(payload);
@@ -124,7 +125,9 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 	json_t			*moved;
 
 	/* Segments wholly covered by the snapshot are no longer needed. */
-	while (first + 1 < d->nsegs && d->segs[first + 1].seq <= dl.snap_seq + 1) {
+	/* (With the chain: those its head covers; see disklog-chain.c.) */
+	while (first + 1 < d->nsegs && d->segs[first + 1].seq <=
+	    (dl.opts.chain ? dl.chain.seq : dl.snap_seq) + 1) {
 		if (unlinkat(dl.dirfd, d->segs[first].name, 0) == 0)
 			log_info("disk log: removed %s, covered by the snapshot",
 			    d->segs[first].name);

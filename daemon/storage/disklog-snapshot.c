@@ -81,6 +81,8 @@ disklog_snapshot(void)
 		json_object_set_new(mods, dl_modules[i]->name, st);
 	}
 	body = json_pack("{s:I, s:o}", "seq", (json_int_t)seq, "modules", mods);
+	if (dl.opts.chain)
+		json_object_set_new(body, "chain", dl_chain_json("seq"));
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL || strlen(text) > LOGFMT_MAX_SNAPSHOT) {
@@ -95,6 +97,9 @@ disklog_snapshot(void)
 	job->body = text;
 	job->len = strlen(text);
 	job->seq = seq;
+	/* Records after its head stay, so the chain goes on from it. */
+	job->chain_seq = dl.opts.chain && dl.chain.seq < seq ? dl.chain.seq :
+	    seq;
 	job->epoch = dl.epoch;
 	pthread_mutex_lock(&dl.mtx);
 	dl.snapjob = job;
@@ -155,7 +160,7 @@ dl_write_snapshot(const struct dl_snapjob *job)
 	/* The snapshot is durable: what it covers can go. */
 	pthread_mutex_lock(&dl.seg_mtx);
 	for (keep = 0; keep + 1 < dl.nsegs &&
-	    dl.segs[keep]->last_seq <= job->seq; keep++)
+	    dl.segs[keep]->last_seq <= job->chain_seq; keep++)
 		;
 	if (keep > 0) {
 		drop = xreallocarray(NULL, keep, sizeof *drop);
@@ -273,6 +278,7 @@ dl_open_snapshot(struct logscan_dir *d, int repair, char **cause)
 				return -1;
 			}
 		}
+		dl_chain_restore(root, h.seq);
 		json_decref(root);
 		dl.snap_seq = dl.restored_seq = h.seq;
 		dl.snap_bytes = LOGFMT_HEADER_SIZE + len;
