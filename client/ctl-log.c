@@ -468,7 +468,9 @@ ctl_log_verify(struct ctl *ctl, int argc, char **argv)
 	}
 	for (i = 0; i < d.nsegs; i++) {
 		last = i + 1 == d.nsegs;
-		if (i + 1 < d.nsegs && d.segs[i + 1].seq <= snap_seq + 1) {
+		/* (Kept for the chain if it holds records after its head.) */
+		if (i + 1 < d.nsegs && d.segs[i + 1].seq <= (v.chain.seq <
+		    snap_seq ? v.chain.seq : snap_seq) + 1) {
 			ctl_verify_note(ctl, files, d.segs[i].name, "ok",
 			    "covered by the snapshot (dropped at the next start)");
 			continue;
