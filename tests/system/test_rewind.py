@@ -262,3 +262,35 @@ def test_repl_lists_shows_the_diff_and_asks(world):
     assert r.returncode == 0, r.stderr
     assert "restored a.txt" in r.stdout, r.stdout
     assert get(world, "a.txt") == "one\n"
+
+
+def test_what_a_snapshot_dropped_is_gone_and_said(make_daemon, tmpdir_short):
+    """A disk log snapshot drops the records it covers: after a restart,
+    changes from before it can no longer be rewound, and rewind says so
+    (gone, with the earliest seq it can still reach); later ones can."""
+    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n")
+    ws = os.path.join(tmpdir_short, "snapws")
+    os.makedirs(ws)
+    c = d.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    w = {"c": c, "sid": sid, "ws": ws, "d": d}
+    base = seq_now(w)
+    ok(call(w, "write_file", path="old.txt", content="old\n"))
+    for i in range(2500):
+        assert "result" in c.call("log.append", {"type": "user.pad", "data": {
+            "i": i, "pad": "p" * 300}})
+    d.stop()
+    d.start()
+    c = w["c"] = d.conn()
+    mid = seq_now(w)
+    ok(call(w, "write_file", path="new.txt", content="new\n"))
+    r = rewind(w, seq=base)
+    assert r["error"]["data"]["kind"] == "gone", r
+    assert "dropped" in r["error"]["message"]
+    floor = r["error"]["data"]["floor"]
+    assert floor >= base
+    assert ok(c.call("session.changes", {"session": sid}))["floor"] == floor
+    p = d.ctl("rewind", sid)
+    assert "can no longer be rewound" in p.stdout, p.stdout
+    ok(rewind(w, seq=mid))
+    assert get(w, "new.txt") is None and get(w, "old.txt") == "old\n"
