@@ -68,6 +68,12 @@ int	ctl_edit(struct ctl *, int, char **);
 int	ctl_grants(struct ctl *, int, char **);
 int	ctl_revoke(struct ctl *, int, char **);
 
+/* ctl-audit.c: gbrctl audit [--session S] [--since TIME] [--json] */
+int	ctl_audit(struct ctl *, int, char **);
+
+/* ctl-rewind.c: gbrctl rewind SESSION [--turn N | --to SEQ] [...] */
+int	ctl_rewind(struct ctl *, int, char **);
+
 /* ctl-run.c: gbrctl run SESSION [--timeout-ms MS] -- ARGV... */
 int	ctl_run(struct ctl *, int, char **);
 

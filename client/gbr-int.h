@@ -56,6 +56,7 @@ enum gbr_ask {
 	ASK_NONE = 0,		/* nothing: lines are messages */
 	ASK_DECISION,		/* [a]pprove / [d]eny / [e]dit / [s]ession */
 	ASK_REASON,		/* the reason for a denial */
+	ASK_REWIND,		/* undo what /rewind showed? */
 };
 
 struct gbr {
@@ -111,6 +112,7 @@ struct gbr {
 	int		 replaying;	/* attached, replay_complete not seen yet */
 	char		*ask_id;	/* the approval the prompt asks about */
 	enum gbr_ask	 ask;
+	json_t		*rewind_ask;	/* the session.rewind asked about */
 	char		*saved_line;	/* the half-typed line, put aside */
 	int		 in_editor;	/* an editor has the terminal */
 	char		*defer;		/* output held while it does */
@@ -200,6 +202,9 @@ void		 gbr_answer(char *);
 
 /* gbr-cmds.c */
 void		 gbr_command(char *);
+/* gbr-rewind.c */
+void		 gbr_cmd_rewind(char *, char *);
+void		 gbr_rewind_answer(char *);
 void		 gbr_list(void);
 void		 gbr_tool_reply(const json_t *);
 /* 1 if an event belongs to our own /run or /tool (shown by its answer). */

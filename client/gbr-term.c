@@ -82,6 +82,10 @@ gbr_prompt(void *arg)
 	} else if (G.ask == ASK_REASON)
 		snprintf(G.prompt, sizeof G.prompt,
 		    "reason for denying (Enter for none)> ");
+	else if (G.ask == ASK_REWIND)
+		snprintf(G.prompt, sizeof G.prompt, "undo these changes%s? "
+		    "[y/N] ", json_is_true(json_object_get(G.rewind_ask,
+		    "force")) ? " (and the later ones named above)" : "");
 	else if (G.block != NULL)
 		/* A line of a block: "...>" under the label's "gbr:ID>". */
 		snprintf(G.prompt, sizeof G.prompt, "%*s> ", (int)strlen(G.label),
@@ -482,6 +486,12 @@ gbr_interrupt(void)
 		/* Like a shell: the lines held go with the half-typed one. */
 		n = gbr_block_clear();
 		gbr_say("^C (%d line%s not sent)\n", n, n == 1 ? "" : "s");
+		gbr_set_line(NULL, NULL);
+		G.last_int_ms = 0;
+		return;
+	}
+	if (G.ask == ASK_REWIND) {
+		gbr_rewind_answer("n");
 		gbr_set_line(NULL, NULL);
 		G.last_int_ms = 0;
 		return;

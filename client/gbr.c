@@ -519,6 +519,10 @@ gbr_line(char *line)
 		gbr_answer(line);
 		return;
 	}
+	if (G.ask == ASK_REWIND) {
+		gbr_rewind_answer(line);
+		return;
+	}
 	if (*line == '\0')
 		return;
 	if (line[0] == '/')

@@ -168,6 +168,26 @@ gbrd_stop(const char *why)
 	loop_shutdown(why);
 }
 
+/*
+ * The disk log's signing key: [log] signing_key, else log-signing.key in
+ * the user's gbr config folder if it is there, else none.
+ */
+static const char *
+gbrd_signing_key(const struct config *cfg)
+{
+	static char	*found;
+	struct stat	 sb;
+	char		*dir;
+
+	if (cfg->log_signing_key != NULL)
+		return cfg->log_signing_key;
+	if (found == NULL && (dir = paths_user_config_dir()) != NULL) {
+		found = xasprintf("%s/log-signing.key", dir);
+		free(dir);
+	}
+	return found != NULL && stat(found, &sb) == 0 ? found : NULL;
+}
+
 /* The disk log's options from the config. */
 static void
 gbrd_disklog_opts(struct disklog_opts *o, const struct config *cfg, int repair)
@@ -179,6 +199,9 @@ gbrd_disklog_opts(struct disklog_opts *o, const struct config *cfg, int repair)
 	o->fsync = cfg->log_fsync;
 	o->commit_delay_us = cfg->log_commit_delay_us;
 	o->repair = repair;
+	o->chain = cfg->log_chain;
+	o->chain_every = cfg->log_chain_every;
+	o->signing_key = gbrd_signing_key(cfg);
 }
 
 /*

@@ -53,6 +53,8 @@ static const struct {
 	[GBR_ERR_CHANGED_SINCE_APPROVAL] = { -32030, "changed_since_approval" },
 	[GBR_ERR_INVALID_CONFIG] =	 { -32031, "invalid_config" },
 	[GBR_ERR_TOOL_ERROR] =		 { -32032, "tool_error" },
+	[GBR_ERR_CONFLICT] =		 { -32033, "conflict" },
+	[GBR_ERR_GONE] =		 { -32034, "gone" },
 };
 
 /* Returns the JSON-RPC code of a kind. */

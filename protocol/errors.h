@@ -53,6 +53,10 @@ enum gbr_err {
 	GBR_ERR_INVALID_CONFIG,		/* invalid_config: gbrd.conf cannot be used */
 	GBR_ERR_TOOL_ERROR,		/* tool_error: an MCP server's tool said
 					   it failed (isError, or its error) */
+	GBR_ERR_CONFLICT,		/* conflict: a rewind would undo what
+					   someone else changed since */
+	GBR_ERR_GONE,			/* gone: what was asked for was dropped
+					   (a snapshot of the disk log) */
 	GBR_ERR__COUNT
 };
 

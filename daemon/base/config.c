@@ -44,6 +44,8 @@ config_defaults(void)
 	cfg->log_max_bytes = 1024ULL * 1024 * 1024;
 	cfg->log_snapshot_bytes = 16ULL * 1024 * 1024;
 	cfg->log_commit_delay_us = 0;
+	cfg->log_chain = 1;
+	cfg->log_chain_every = 1000;
 	cfg->session_max = 20000;
 	cfg->session_history_messages = 10000;
 	cfg->session_history_bytes = 16ULL * 1024 * 1024;
@@ -94,6 +96,7 @@ config_free(struct config *cfg)
 	if (cfg == NULL)
 		return;
 	free(cfg->path);
+	free(cfg->log_signing_key);
 	free(cfg->exec_pass_env);
 	free(cfg->exec_read_paths);
 	free(cfg->exec_helper);
@@ -658,6 +661,21 @@ config_handler(void *arg, const char *section, const char *name,
 			want = "microseconds from 0 to 100000";
 			if (config_size(value, 0, 100000, &v) == 0)
 				return cfg->log_commit_delay_us = (unsigned)v, 1;
+		} else if (strcmp(name, "chain") == 0) {
+			want = "yes or no";
+			if (config_bool(value, &b) == 0)
+				return cfg->log_chain = b, 1;
+		} else if (strcmp(name, "chain_every") == 0) {
+			want = "a number from 1 to 1000000";
+			if (config_size(value, 1, 1000000, &v) == 0)
+				return cfg->log_chain_every = (unsigned)v, 1;
+		} else if (strcmp(name, "signing_key") == 0) {
+			want = "an absolute path";
+			if (value[0] == '/') {
+				free(cfg->log_signing_key);
+				cfg->log_signing_key = xstrdup(value);
+				return 1;
+			}
 		}
 	} else if (strcmp(section, "session") == 0) {
 		if (strcmp(name, "max_sessions") == 0) {

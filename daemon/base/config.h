@@ -44,6 +44,9 @@ struct config {
 	uint64_t log_max_bytes;		/* disk budget for all segments */
 	uint64_t log_snapshot_bytes;	/* a snapshot after this much is logged */
 	unsigned log_commit_delay_us;	/* extra wait to gather a group commit */
+	int	 log_chain;		/* hash-chain the records */
+	unsigned log_chain_every;	/* a log.chain head every N records */
+	char	*log_signing_key;	/* Ed25519 seed file, or NULL */
 	/* [session]: bounds of what clients can make a session hold */
 	unsigned session_max;		/* open sessions at once */
 	unsigned session_history_messages; /* messages in one history */

@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "osdep.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "methods.h"
@@ -40,6 +41,8 @@ static const struct method {
 	{ "session.cancel",	method_session_cancel,	0 },
 	{ "session.close",	method_session_close,	0 },
 	{ "session.history",	method_session_history,	0 },
+	{ "session.rewind",	method_session_rewind,	0 },
+	{ "session.changes",	method_session_changes,	0 },
 	{ "tool.list",		method_tool_list,	0 },
 	{ "tool.call",		method_tool_call,	0 },
 	{ "tool.cancel",	method_tool_cancel,	0 },
@@ -266,6 +269,23 @@ struct conn *
 request_conn(const struct request *req)
 {
 	return req->conn;
+}
+
+/* Who sent a request (see dispatch.h). */
+json_t *
+request_who(const struct request *req)
+{
+	struct conn	*c = req->conn;
+	char		*tty = osdep_pid_tty(conn_pid(c));
+	json_t		*o;
+
+	o = json_pack("{s:s, s:I, s:I}", "client", *conn_client(c) != '\0' ?
+	    conn_client(c) : "a client", "pid", (json_int_t)conn_pid(c),
+	    "uid", (json_int_t)conn_uid(c));
+	if (tty != NULL)
+		json_object_set_new(o, "tty", json_string(tty));
+	free(tty);
+	return o;
 }
 
 /* Returns the method name. */

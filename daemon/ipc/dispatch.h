@@ -54,6 +54,11 @@ void		 request_error(struct request *, enum gbr_err, json_t *data,
 		    const char *fmt, ...) __attribute__((format(__printf__, 4, 5)));
 /* The connection that asked (borrowed; may be closed by now). */
 struct conn	*request_conn(const struct request *);
+/*
+ * Who sent a request, for the audit trail: a new object {client (its
+ * hello name), pid, uid, tty (its terminal, if it has one)}.
+ */
+json_t		*request_who(const struct request *);
 const char	*request_method(const struct request *);
 /* The request's JSON-RPC id (borrowed), or NULL for a notification. */
 json_t		*request_rpc_id(const struct request *);

@@ -95,6 +95,7 @@ method_approval_resolve(struct request *req, json_t *params)
 	enum approval_decision	 decision;
 	size_t			 clen = 0;
 	char			 by[96];
+	json_t			*who;
 
 	if (params_only(req, params, keys) != 0 ||
 	    params_string(req, params, "id", 1, &id) != 0 ||
@@ -129,9 +130,11 @@ method_approval_resolve(struct request *req, json_t *params)
 	snprintf(by, sizeof by, "%.64s pid %ld", *conn_client(request_conn(req))
 	    != '\0' ? conn_client(request_conn(req)) : "a client",
 	    (long)conn_pid(request_conn(req)));
+	who = request_who(req);
 	if (approval_resolve(id, decision, content, clen, reason, scope, rid,
-	    by, method_approval_decided, req, &err) != 0)
+	    by, who, method_approval_decided, req, &err) != 0)
 		method_approval_fail(req, &err);
+	json_decref(who);
 }
 
 /* approval.grants {session?} */
@@ -168,10 +171,13 @@ method_approval_revoke(struct request *req, json_t *params)
 	static const char *const keys[] = { "id", NULL };
 	struct gbr_error	 err;
 	const char		*id = NULL;
+	json_t			*who;
 
 	if (params_only(req, params, keys) != 0 ||
 	    params_string(req, params, "id", 1, &id) != 0)
 		return;
-	if (approval_revoke(id, method_approval_revoked, req, &err) != 0)
+	who = request_who(req);
+	if (approval_revoke(id, who, method_approval_revoked, req, &err) != 0)
 		method_approval_fail(req, &err);
+	json_decref(who);
 }

@@ -25,6 +25,7 @@
 #include "mcp.h"
 #include "methods.h"
 #include "paths.h"
+#include "rewind.h"
 #include "session-env.h"
 #include "session.h"
 #include "tool-run.h"
@@ -405,4 +406,85 @@ method_session_history(struct request *req, json_t *params)
 	h->before = (uint64_t)before;
 	if (session_when_announced(s, method_session_history_ready, h) == 0)
 		method_session_history_ready(h, 0, NULL);
+}
+
+/* session.rewind's record is written: the answer. */
+static void
+method_session_rewound(void *arg, int error, json_t *p)
+{
+	struct request	*req = arg;
+	json_int_t	 seq;
+
+	if (error != 0) {
+		method_session_done(req, error, NULL);
+		return;
+	}
+	seq = json_integer_value(json_object_get(p, "seq"));
+	request_reply(req, json_pack("{s:I, s:O, s:O?, s:I}", "seq", seq,
+	    "changes", json_object_get(p, "changes"), "failed",
+	    json_object_get(p, "failed"), "undo_to_seq", seq - 1));
+}
+
+/*
+ * session.rewind {session, turn | seq, dry_run?, force?}: undoes what
+ * the agent changed in the workspace from a turn on, or after a seq
+ * (rewind.h).
+ */
+void
+method_session_rewind(struct request *req, json_t *params)
+{
+	static const char *const keys[] = { "session", "turn", "seq",
+	    "dry_run", "force", "conversation", NULL };
+	struct rewind_req	 rq;
+	struct gbr_error	 err;
+	struct session		*s;
+	json_int_t		 turn = 0, seq = -1;
+	int			 dry = 0, force = 0, conv = 0;
+	json_t			*result;
+
+	if (params_only(req, params, keys) != 0 ||
+	    params_integer(req, params, "turn", 0, 1, INT64_MAX, &turn) != 0 ||
+	    params_integer(req, params, "seq", 0, 0, INT64_MAX, &seq) != 0 ||
+	    params_boolean(req, params, "dry_run", 0, &dry) != 0 ||
+	    params_boolean(req, params, "force", 0, &force) != 0 ||
+	    params_boolean(req, params, "conversation", 0, &conv) != 0)
+		return;
+	if ((turn == 0) == (seq == -1)) {
+		request_error(req, GBR_ERR_INVALID_PARAMS, json_pack("{s:s}",
+		    "field", "turn"), "exactly one of turn and seq is needed");
+		return;
+	}
+	if (conv) {
+		request_error(req, GBR_ERR_UNAVAILABLE, json_pack("{s:s}",
+		    "field", "conversation"), "rewinding the conversation is "
+		    "not implemented yet; rewind the workspace without it");
+		return;
+	}
+	if ((s = method_session_lookup(req, params, 1)) == NULL)
+		return;
+	memset(&rq, 0, sizeof rq);
+	rq.turn = (uint64_t)turn;
+	rq.seq = seq < 0 ? 0 : (uint64_t)seq;
+	rq.dry_run = dry;
+	rq.force = force;
+	rq.who = request_who(req);
+	if (rewind_run(s, &rq, &result, method_session_rewound, req,
+	    &err) != 0)
+		method_session_fail(req, &err);
+	else if (result != NULL)
+		request_reply(req, result);
+	json_decref(rq.who);
+}
+
+/* session.changes {session}: what rewind knows the agent changed. */
+void
+method_session_changes(struct request *req, json_t *params)
+{
+	static const char *const keys[] = { "session", NULL };
+	struct session		*s;
+
+	if (params_only(req, params, keys) != 0 ||
+	    (s = method_session_lookup(req, params, 1)) == NULL)
+		return;
+	request_reply(req, rewind_list(s));
 }

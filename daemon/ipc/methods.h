@@ -36,6 +36,8 @@ void	method_session_send(struct request *, json_t *);
 void	method_session_cancel(struct request *, json_t *);
 void	method_session_close(struct request *, json_t *);
 void	method_session_history(struct request *, json_t *);
+void	method_session_rewind(struct request *, json_t *);
+void	method_session_changes(struct request *, json_t *);
 
 /* method-tool.c */
 int	method_tool_init(struct event_base *, char **cause);

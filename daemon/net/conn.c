@@ -830,6 +830,13 @@ conn_pid(const struct conn *c)
 	return c->pid;
 }
 
+/* The peer's uid, as checked when it connected. */
+uid_t
+conn_uid(const struct conn *c)
+{
+	return c->uid;
+}
+
 /* Tells whether nothing more can be sent. */
 int
 conn_closing(const struct conn *c)

@@ -57,6 +57,7 @@ void		 conn_request_end(struct conn *);
 
 uint64_t	 conn_id(const struct conn *);
 pid_t		 conn_pid(const struct conn *);
+uid_t		 conn_uid(const struct conn *);
 /* Bytes queued for the client and not yet written (catch-up pacing). */
 size_t		 conn_queued(const struct conn *);
 int		 conn_closing(const struct conn *);

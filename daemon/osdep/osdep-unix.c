@@ -94,6 +94,59 @@ osdep_proc_stat(long pid, char *comm, size_t commsz, long *ppid)
 	return 0;
 }
 
+/*
+ * The terminal of a process (see osdep.h): its controlling terminal from
+ * /proc/PID/stat (readable whoever the process is: clients make
+ * themselves non-dumpable, which hides their fds from another user's and
+ * even their own uid's gbrd), else what its first fds lead to.
+ */
+char *
+osdep_pid_tty(pid_t pid)
+{
+	char		 path[64], buf[512], *p;
+	ssize_t		 n;
+	unsigned long	 tty, major, minor;
+	int		 i, fd;
+
+	if (pid <= 0)
+		return NULL;
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		/* After "(comm)": state ppid pgrp session tty_nr. */
+		if (n > 0) {
+			buf[n] = '\0';
+			if ((p = strrchr(buf, ')')) != NULL &&
+			    sscanf(p + 1, " %*c %*d %*d %*d %lu", &tty) == 1 &&
+			    tty != 0) {
+				major = (tty >> 8) & 0xfff;
+				minor = (tty & 0xff) | ((tty >> 12) & 0xfff00);
+				if (major >= 136 && major <= 143)
+					snprintf(buf, sizeof buf, "/dev/pts/%lu",
+					    (major - 136) * 256 + minor);
+				else if (major == 4 && minor < 64)
+					snprintf(buf, sizeof buf, "/dev/tty%lu",
+					    minor);
+				else
+					snprintf(buf, sizeof buf, "tty %lu:%lu",
+					    major, minor);
+				return strdup(buf);
+			}
+		}
+	}
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "/proc/%ld/fd/%d", (long)pid, i);
+		if ((n = readlink(path, buf, sizeof buf - 1)) <= 0)
+			continue;
+		buf[n] = '\0';
+		if (strncmp(buf, "/dev/pts/", 9) == 0 ||
+		    strncmp(buf, "/dev/tty", 8) == 0)
+			return strdup(buf);
+	}
+	return NULL;
+}
+
 /* Whether the peer belongs to a run (see osdep.h). */
 int
 osdep_peer_in_run(int fd, pid_t pid)

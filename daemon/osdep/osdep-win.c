@@ -100,6 +100,14 @@ osdep_jobs_count(void)
 	return n;
 }
 
+/* The terminal of a process: none on Windows (see osdep.h). */
+char *
+osdep_pid_tty(pid_t pid)
+{
+	(void)pid;
+	return NULL;	/* a console has no name a person would know */
+}
+
 /*
  * Whether the pipe client pid was started by an agent's command: it is
  * in the Job object of a run. A client that cannot be opened any more is

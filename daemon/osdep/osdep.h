@@ -26,6 +26,13 @@ int		 osdep_peer_cred(int fd, uid_t *uid, pid_t *pid);
  * platform cannot tell (there gbr-exec confines nothing either).
  */
 int		 osdep_peer_in_run(int fd, pid_t pid);
+/*
+ * The terminal a process works on (its stdin, stdout or stderr, the first
+ * that is one: "/dev/pts/3"), as a new string, or NULL (none, gone, or a
+ * platform that cannot tell). For the audit trail: which terminal a
+ * decision came from.
+ */
+char		*osdep_pid_tty(pid_t pid);
 /* Names the mechanism used by osdep_peer_cred, or NULL if there is none. */
 const char	*osdep_peer_cred_method(void);
 /* Raises the open-file soft limit to the hard limit; returns the new soft limit. */

@@ -650,6 +650,71 @@ sandbox_write_file_approved(struct sandbox *sb, const char *path, size_t len,
 	return sb_write(&op, data, dlen, expect, created, loc);
 }
 
+/*
+ * Removes a regular file of the allowed root (rewind undoing a file the
+ * agent created): the same walk and refusals as a write, so nothing
+ * outside the root, in a read-only root, protected or reached through a
+ * link is ever removed. If expect is not NULL the file must still be that
+ * one (BUSY otherwise).
+ */
+int
+sandbox_remove_file(struct sandbox *sb, const char *path, size_t len,
+    const struct stat *expect, enum gbr_err *kind, char **reason)
+{
+	struct sb_op	 op = { sb, path, len, kind, reason, NULL, 0, 0, NULL };
+	struct sb_walk	 w;
+	char		*rel, *full = NULL;
+	const char	*own;
+	int		 root, r = -1;
+
+	*reason = NULL;
+	if (sb_locate(&op, &root, &rel) != 0)
+		return -1;
+	if (root != 0 || strcmp(rel, ".") == 0) {
+		free(rel);
+		return sb_refuse(&op, root != 0 ? GBR_ERR_READ_ONLY :
+		    GBR_ERR_NOT_A_FILE, "not a file of the writable root");
+	}
+	if (sb_policy(&op, rel) != 0 ||
+	    sb_walk(&op, sb->roots[0].fd, rel, SB_WANT_WRITE, &w) != 0) {
+		free(rel);
+		return -1;
+	}
+	free(rel);
+	if ((own = sb_fd_forbidden(w.dirfd)) != NULL) {
+		sb_refuse(&op, GBR_ERR_PERMISSION_DENIED, "it lies in gbrd's "
+		    "own folder %s", own);
+		goto out;
+	}
+	if (w.missing != NULL || w.name == NULL || !w.exists) {
+		sb_refuse(&op, GBR_ERR_NOT_FOUND, "no such file");
+		goto out;
+	}
+	full = sb_join(w.canon, w.name);
+	if (sb_policy(&op, full) != 0)
+		goto out;
+	if (!S_ISREG(w.st.st_mode)) {
+		sb_refuse(&op, GBR_ERR_NOT_A_FILE, "'%s' is not a regular file",
+		    full);
+		goto out;
+	}
+	if (expect != NULL && !sb_same_file(&w.st, expect)) {
+		sb_refuse(&op, GBR_ERR_BUSY, "the file changed since it was "
+		    "read; read it again");
+		goto out;
+	}
+	if (unlinkat(w.dirfd, w.name, 0) != 0) {
+		sb_refuse_errno(&op, errno, "removing a file");
+		goto out;
+	}
+	(void)fsync(w.dirfd);
+	r = 0;
+out:
+	free(full);
+	sb_walk_release(&w);
+	return r;
+}
+
 /* Every check of a write of dlen bytes, writing nothing (see sandbox.h). */
 int
 sandbox_check_write(struct sandbox *sb, const char *path, size_t len,

@@ -158,6 +158,12 @@ int	 sandbox_write_file_approved(struct sandbox *, const char *path,
 	    int *created, struct sandbox_loc *loc, enum gbr_err *kind,
 	    char **reason);
 /*
+ * Removes a regular file of the allowed root, with every refusal of
+ * sandbox_write_file (and BUSY if expect no longer describes it).
+ */
+int	 sandbox_remove_file(struct sandbox *, const char *path, size_t len,
+	    const struct stat *expect, enum gbr_err *kind, char **reason);
+/*
  * Checks a write of dlen bytes without writing or creating anything:
  * every refusal of sandbox_write_file but protected_path. Returns 0 with
  * *chk filled (see struct sandbox_check; caller releases), or -1 with

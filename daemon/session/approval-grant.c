@@ -218,8 +218,8 @@ ap_revoked_written(struct ap_wait *w, int error)
 
 /* Revokes a grant (see approval.h). */
 int
-approval_revoke(const char *grant_id, approval_done_cb cb, void *arg,
-    struct gbr_error *err)
+approval_revoke(const char *grant_id, json_t *who, approval_done_cb cb,
+    void *arg, struct gbr_error *err)
 {
 	struct ap_wait	*w;
 	json_t		*p;
@@ -234,6 +234,8 @@ approval_revoke(const char *grant_id, approval_done_cb cb, void *arg,
 	w = ap_wait_new(ap_revoked_written, NULL, cb, arg);
 	w->reply = json_pack("{s:b, s:s}", "revoked", 1, "id", grant_id);
 	p = json_pack("{s:s}", "id", grant_id);
+	if (who != NULL)
+		json_object_set(p, "who", who);
 	if (ap_record("approval.revoke", p, 1, w) != 0) {
 		json_decref(p);
 		return ap_fail_storage(err);

@@ -471,8 +471,8 @@ ap_resolve_record(struct approval *a, json_t *fields, approval_done_cb cb,
 int
 approval_resolve(const char *id, enum approval_decision d, const char *content,
     size_t content_len, const char *reason, const char *scope,
-    const char *request_id, const char *by, approval_done_cb cb, void *arg,
-    struct gbr_error *err)
+    const char *request_id, const char *by, json_t *who, approval_done_cb cb,
+    void *arg, struct gbr_error *err)
 {
 	struct approval	*a;
 	json_t		*f, *reply;
@@ -546,6 +546,8 @@ approval_resolve(const char *id, enum approval_decision d, const char *content,
 		json_object_set_new(f, "request_id", json_string(request_id));
 	if (by != NULL && *by != '\0')
 		json_object_set_new(f, "by", json_string(by));
+	if (who != NULL)
+		json_object_set(f, "who", who);	/* the audit trail's */
 	if (d == APPROVAL_EDIT)
 		json_object_set_new(f, "content", json_stringn(content,
 		    content_len));

@@ -164,7 +164,8 @@ int		 approval_create(const struct approval_req *, char *id,
 int		 approval_resolve(const char *id, enum approval_decision,
 		    const char *content, size_t content_len, const char *reason,
 		    const char *scope, const char *request_id, const char *by,
-		    approval_done_cb cb, void *arg, struct gbr_error *err);
+		    json_t *who, approval_done_cb cb, void *arg,
+		    struct gbr_error *err);
 /*
  * The asker is gone (or gave up) before a decision: a pending approval is
  * withdrawn (record, event, then hooks->closed). Returns 0 if it was
@@ -234,11 +235,12 @@ const char	*approval_grant_find(const char *session, const char *tool,
 /* approval.grants: of one session or of all (new reference). */
 json_t		*approval_grants(const char *session);
 /*
- * Revokes a grant: a durable record; cb runs once it is written with
+ * Revokes a grant: a durable record (with who, borrowed, may be NULL:
+ * who asked, for the audit trail); cb runs once it is written with
  * {revoked: true}. Returns -1 with *err (not_found) if there is no such
  * grant.
  */
-int		 approval_revoke(const char *grant_id, approval_done_cb cb,
-		    void *arg, struct gbr_error *err);
+int		 approval_revoke(const char *grant_id, json_t *who,
+		    approval_done_cb cb, void *arg, struct gbr_error *err);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "disklog.h"
 #include "log.h"
+#include "rewind.h"
 #include "session.h"
 #include "session-int.h"
 #include "xmalloc.h"
@@ -207,6 +208,7 @@ static void
 apply_close(struct session *s)
 {
 	s->state = SESSION_CLOSED;
+	rewind_forget(s->id);
 	idmap_del(&session_ids, &s->id_entry);
 	if (s->name != NULL)
 		idmap_del(&session_names, &s->name_entry);
@@ -245,8 +247,9 @@ session_apply(const char *type, json_t *p, struct session **sp)
 			apply_close(s);
 		else if (strcmp(type, "session.env") == 0)
 			r = apply_env(s, p, seq);
-		else if (strcmp(type, "session.error") != 0 &&
-		    strcmp(type, "session.event") != 0)
+		else if (strcmp(type, "session.event") == 0)
+			rewind_note(s->id, seq, p);
+		else if (strcmp(type, "session.error") != 0)
 			r = -1;
 		if (r != 0)
 			return -1;
@@ -383,6 +386,7 @@ session_restore_one(json_t *o)
 	}
 	s->seq = s->announced = (uint64_t)seq;
 	s->turn = (uint64_t)turn;
+	rewind_floor(s->id, s->seq);	/* older changes are not replayed */
 	if ((v = json_object_get(o, "log_index")) != NULL &&
 	    logindex_restore(&s->lidx, v, s->seq) != 0)
 		log_warn("session %s: the snapshot's log index is malformed; "

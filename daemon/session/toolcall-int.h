@@ -28,6 +28,7 @@ struct event;
 struct sandbox;
 struct sandbox_pin;
 struct tool_job;
+struct rewind_call;
 
 #define TC_SESSION_LEN		64
 #define TC_HUMAN_DIFF_MAX	(16 * 1024)	/* a human's edit, told the model */
@@ -66,6 +67,7 @@ struct toolcall {
 	struct tc_waiter	*waiters;
 	unsigned		 nwaiters;
 	struct tool_job		*job;		/* an asynchronous tool in flight */
+	struct rewind_call	*rw;		/* what it may change (rewind.h) */
 	uint64_t		 streamed;	/* tool.output: bytes, events */
 	unsigned		 nstreamed;
 	int			 stream_cut;	/* the last one said truncated */

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "osdep.h"
 #include "policy.h"
+#include "rewind.h"
 #include "session-env.h"
 #include "sandbox.h"
 #include "session.h"
@@ -84,6 +85,7 @@ tc_free(struct toolcall *c)
 		free(w);
 	}
 	event_free(c->ev);
+	rewind_call_free(c->rw);
 	free(c->tool);
 	free(c->rid);
 	free(c->grant);
@@ -333,6 +335,22 @@ tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
 	json_t			*r = NULL, *kept;
 
 	c->job = NULL;
+	if (c->rw != NULL) {
+		/* What it changed, recorded before its result. */
+		struct session	*s;
+		struct env	*env;
+		struct sandbox	*sb;
+		char		*why = NULL;
+
+		if ((s = session_find(c->session)) != NULL &&
+		    session_env_and_sandbox(s, &env, &sb, &why) == 0)
+			rewind_end(c->rw, s, sb, c->call_id, c->turn);
+		else {
+			free(why);
+			rewind_call_free(c->rw);
+		}
+		c->rw = NULL;
+	}
 	if (failed && kind == GBR_ERR_CHANGED_SINCE_APPROVAL && result == NULL) {
 		/* Which decision no longer holds: ask again, or see the grant. */
 		r = json_object();
@@ -458,6 +476,8 @@ tc_run(struct toolcall *c, const char *tool, json_t *args, int approved,
 	ctx.session = c->session;
 	ctx.approved = approved;
 	ctx.pin = pin;
+	rewind_call_free(c->rw);
+	c->rw = rewind_begin(c->session, sb, tool, args);
 	if (tool_call_async(&ctx, tool, args, tc_tool_output, tc_tool_done, c,
 	    &c->job, &kind, &reason, &data) != 0) {
 		tc_tool_done(c, 1, kind, reason, data);

@@ -225,7 +225,7 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 
 	dl.next_seq++;
 	dl.appends++;
-	if (cb != NULL || dl.watch != NULL) {
+	if (cb != NULL || dl.watch != NULL || dl.opts.chain) {
 		if (dl.pend_n == dl.pend_cap)
 			dl_pend_grow();
 		e = &dl.pend[(dl.pend_head + dl.pend_n) & (dl.pend_cap - 1)];
@@ -237,7 +237,7 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 		e->copy = NULL;
 		e->type_len = tl;
 		e->data_len = data_len;
-		if (dl.watch != NULL) {
+		if (dl.watch != NULL || dl.opts.chain) {
 			e->copy = xmalloc(tl + data_len);
 			memcpy(e->copy, type, tl);
 			memcpy(e->copy + tl, dl.scratch + LOGFMT_RECORD_HEAD + tl,
@@ -259,6 +259,7 @@ dl_complete(uint64_t done)
 		dl.done_seq = done;
 	while (dl.pend_n > 0 && dl.pend[dl.pend_head].seq <= done) {
 		e = dl_pend_pop();
+		dl_chain_done(&e);
 		if (dl.watch != NULL && e.copy != NULL)
 			dl.watch(dl.watch_arg, e.seq, e.ts_ms, e.copy,
 			    e.type_len, e.copy + e.type_len, e.data_len);
@@ -266,6 +267,7 @@ dl_complete(uint64_t done)
 		if (e.cb != NULL)
 			e.cb(e.arg, 0, e.seq);
 	}
+	dl_chain_anchor(0);
 }
 
 /*

@@ -31,6 +31,7 @@
 
 #include "clock.h"
 #include "disklog.h"
+#include "logchain.h"
 
 struct event;
 struct event_base;
@@ -105,6 +106,7 @@ struct dl_snapjob {
 	char		*body;
 	size_t		 len;
 	uint64_t	 seq;
+	uint64_t	 chain_seq;	/* its head's: segments past it stay */
 	unsigned	 epoch;
 	uint64_t	 keep_bytes;	/* drop covered segments down to this */
 	struct dl_side	*side;
@@ -183,6 +185,11 @@ struct dl_state {
 	uint64_t		 replayed_ahead;	/* payloads parse-ahead gave */
 	uint64_t		 replay_ms;
 	uint64_t		 restored_seq;
+	struct logchain		 chain;		/* the head of what is done */
+	uint64_t		 chain_anchor;	/* seq the last head covered */
+	int			 chain_signed;
+	unsigned char		 chain_pk[LOGCHAIN_PK_LEN];
+	unsigned char		 chain_sk[LOGCHAIN_SK_LEN];
 
 	/* Shared with the writer, under mtx. */
 	pthread_mutex_t		 mtx;
@@ -295,6 +302,15 @@ struct dl_pa	*dl_pa_start(const char *name, uint64_t base,
 void		 dl_pa_end(struct dl_pa *);
 json_t		**dl_pa_slot(struct dl_pa *, uint64_t seq, uint64_t off);
 json_t		*dl_pa_take(struct dl_pa *, uint64_t seq, uint64_t off);
+
+/* disklog-chain.c: the hash chain, on the loop thread. */
+struct logfmt_record;
+int		 dl_chain_open(char **cause);
+void		 dl_chain_restore(json_t *root, uint64_t snap_seq);
+void		 dl_chain_replay(const struct logfmt_record *);
+void		 dl_chain_done(const struct dl_pending *);
+json_t		*dl_chain_json(const char *seqname);
+void		 dl_chain_anchor(int force);
 
 /* disklog-repair.c */
 int		 dl_move_aside(const char *name, json_t *moved, char **cause);

@@ -72,6 +72,7 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 	int				 r;
 
 	dl_seg_index(rp->seg, rec->seq, off);
+	dl_chain_replay(rec);
 	payload = dl_pa_take(rp->pa, rec->seq, off);
 	if (rec->seq <= rp->snap_seq) {
 		json_decref(payload);
@@ -130,14 +131,16 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 	 * Segments wholly covered by the snapshot are no longer needed for
 	 * the state: they go if the files are over half the budget (a crash
 	 * came between the snapshot and their removal), else they stay for
-	 * log.read. They are checked like the others, not replayed.
+	 * log.read. They are checked like the others, not replayed. With
+	 * the chain, "covered" means covered by its head (disklog-chain.c).
 	 */
 	for (i = 0, total = 0; i < d->nsegs; i++) {
 		if (fstatat(dl.dirfd, d->segs[i].name, &sb,
 		    AT_SYMLINK_NOFOLLOW) == 0)
 			total += (uint64_t)sb.st_size;
 	}
-	while (first + 1 < d->nsegs && d->segs[first + 1].seq <= dl.snap_seq + 1 &&
+	while (first + 1 < d->nsegs && d->segs[first + 1].seq <=
+	    (dl.opts.chain ? dl.chain.seq : dl.snap_seq) + 1 &&
 	    total > dl.opts.max_bytes / 2) {
 		if (fstatat(dl.dirfd, d->segs[first].name, &sb,
 		    AT_SYMLINK_NOFOLLOW) == 0)

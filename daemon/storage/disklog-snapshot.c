@@ -251,6 +251,8 @@ dl_snapshot_start(uint64_t keep_bytes)
 	}
 	dl.snap_building = NULL;
 	body = json_pack("{s:I, s:o}", "seq", (json_int_t)seq, "modules", mods);
+	if (dl.opts.chain)
+		json_object_set_new(body, "chain", dl_chain_json("seq"));
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL || strlen(text) > LOGFMT_MAX_SNAPSHOT) {
@@ -265,6 +267,9 @@ dl_snapshot_start(uint64_t keep_bytes)
 	job->body = text;
 	job->len = strlen(text);
 	job->seq = seq;
+	/* Records after its head stay, so the chain goes on from it. */
+	job->chain_seq = dl.opts.chain && dl.chain.seq < seq ? dl.chain.seq :
+	    seq;
 	job->epoch = dl.epoch;
 	job->keep_bytes = keep_bytes;
 	pthread_mutex_lock(&dl.mtx);
@@ -476,7 +481,7 @@ dl_write_snapshot(const struct dl_snapjob *job)
 	pthread_mutex_lock(&dl.seg_mtx);
 	segbytes = dl.disk_bytes - dl.snap_bytes;
 	for (keep = 0; keep + 1 < dl.nsegs &&
-	    dl.segs[keep]->last_seq <= job->seq &&
+	    dl.segs[keep]->last_seq <= job->chain_seq &&
 	    segbytes + LOGFMT_HEADER_SIZE + job->len > job->keep_bytes; keep++)
 		segbytes -= dl.segs[keep]->size;
 	if (keep > 0) {
@@ -600,6 +605,7 @@ dl_open_snapshot(struct logscan_dir *d, int repair, char **cause)
 				return -1;
 			}
 		}
+		dl_chain_restore(root, h.seq);
 		json_decref(root);
 		dl.snap_seq = dl.restored_seq = h.seq;
 		dl.snap_bytes = LOGFMT_HEADER_SIZE + len;

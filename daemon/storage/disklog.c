@@ -530,7 +530,7 @@ disklog_open(struct event_base *base, const char *state,
 		goto fail;
 	}
 	(void)unlinkat(dl.dirfd, "snap.tmp", 0);
-	if (logscan_list(dl.dirfd, &d, cause) != 0)
+	if (dl_chain_open(cause) != 0 || logscan_list(dl.dirfd, &d, cause) != 0)
 		goto fail;
 	if (dl_open_snapshot(&d, o->repair, cause) != 0 ||
 	    dl_open_segments(&d, o->repair, cause) != 0) {
@@ -597,6 +597,7 @@ disklog_close(void)
 
 	if (!dl.is_open)
 		return;
+	dl_chain_anchor(1);	/* the head at shutdown */
 	dl.closing = 1;
 	pthread_mutex_lock(&dl.mtx);
 	dl.w_stop = 1;

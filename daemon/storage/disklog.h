@@ -45,6 +45,10 @@ struct disklog_opts {
 	int		fsync;		/* durable records are fdatasync'ed */
 	unsigned	commit_delay_us; /* extra wait to gather a group commit */
 	int		repair;		/* gbrd --repair: cut at the last good record */
+	int		chain;		/* hash-chain the records (DISKLOG.md) */
+	unsigned	chain_every;	/* a log.chain head every N records */
+	const char	*signing_key;	/* Ed25519 seed file (borrowed at
+					   open), or NULL: heads unsigned */
 };
 
 struct disklog_module {

@@ -10,6 +10,8 @@
  *   and fsyncs per acknowledgement
  *   replay speed                          goal >= 1M records/s
  *   start-up time, empty log and with N records
+ *   the hash chain: appends and replay with it on beside off
+ *                                         goal: within 10%
  *
  * usage: bench-disklog [-n RECORDS] [-d DIR] [-t SECONDS]
  */
@@ -37,6 +39,7 @@
 #include "xmalloc.h"
 
 static struct event_base	*base;
+static int			 chain_on;	/* the hash chain (DISKLOG.md) */
 static char			*state;
 static json_t			*payload;
 static uint64_t			 replayed;
@@ -78,6 +81,8 @@ bench_opts(void)
 	o.segment_bytes = 64ULL << 20;
 	o.max_bytes = 64ULL << 30;
 	o.fsync = 1;
+	o.chain = chain_on;
+	o.chain_every = 1000;
 	return o;
 }
 
@@ -305,6 +310,58 @@ rate(double v, char *buf, size_t len)
 	return buf;
 }
 
+/* The median of three. */
+static double
+median3(const double v[3])
+{
+	double	a = v[0], b = v[1], c = v[2];
+
+	if ((a <= b && b <= c) || (c <= b && b <= a))
+		return b;
+	if ((b <= a && a <= c) || (c <= a && a <= b))
+		return a;
+	return c;
+}
+
+/*
+ * The chain's cost: non-durable appends and a replay into a module, with
+ * the chain off and on, alternating three rounds of each; medians.
+ */
+static void
+chain_compare(long n)
+{
+	double	 app[2][3], rep[2][3], call_us, t, ratio_a, ratio_r;
+	char	 a[32], b[32];
+	int	 round, on;
+
+	for (round = 0; round < 3; round++) {
+		for (on = 0; on < 2; on++) {
+			chain_on = on;
+			wipe();
+			(void)open_log();
+			app[on][round] = bench_nondurable(n, &call_us);
+			disklog_close();
+			replayed = 0;
+			t = open_log();
+			rep[on][round] = (double)replayed / t;
+			disklog_close();
+		}
+	}
+	chain_on = 0;
+	ratio_a = median3(app[1]) / median3(app[0]);
+	ratio_r = median3(rep[1]) / median3(rep[0]);
+	printf("\n%-44s %14s %18s\n", "the hash chain (medians of 3)",
+	    "chain on", "chain off");
+	printf("%-44s %14s %18s   %.0f%% of off; goal >= 90%%: %s\n",
+	    "non-durable appends", rate(median3(app[1]), a, sizeof a),
+	    rate(median3(app[0]), b, sizeof b), ratio_a * 100,
+	    ratio_a >= 0.9 ? "met" : "NOT met");
+	printf("%-44s %14s %18s   %.0f%% of off; goal >= 90%%: %s\n",
+	    "replay into a module", rate(median3(rep[1]), a, sizeof a),
+	    rate(median3(rep[0]), b, sizeof b), ratio_r * 100,
+	    ratio_r >= 0.9 ? "met" : "NOT met");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -410,6 +467,7 @@ main(int argc, char **argv)
 	printf("%-44s %11.1f ms\n", "  the same, replayed into a module",
 	    t_full_mod * 1000);
 
+	chain_compare(n);
 	json_decref(payload);
 	if (dirflag == NULL) {
 		wipe();

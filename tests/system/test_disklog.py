@@ -13,10 +13,48 @@ import time
 
 import pytest
 
+import conftest
 from conftest import GBRCTL
 
 LOG_HEADER = 64          # segment header size (doc/DISKLOG.md)
 CLEAN_OFFSET = 48        # the clean marker's 8 bytes in the header
+
+
+# These tests count records by seq; the hash chain's heads (log.chain
+# records, doc/DISKLOG.md) would be records of their own among them, so
+# the chain is off here: test_logchain.py tests it, and the rest of the
+# suite runs with it on (the default).
+NO_CHAIN = "\n[log]\nchain = no\n"
+
+
+@pytest.fixture
+def make_daemon(tmpdir_short):
+    made = []
+
+    def make(config=None, env=None, start=True, args=()):
+        root = os.path.join(tmpdir_short, "d%d" % len(made))
+        os.makedirs(root, mode=0o700)
+        d = conftest.Daemon(root, extra_env=env,
+                            config=(config or "") + NO_CHAIN)
+        made.append(d)
+        if start:
+            d.start(args)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+        elif d.proc is not None and d.proc.returncode not in (None,) and \
+                d.proc.returncode not in d.exit_codes and \
+                d.proc.returncode != -signal.SIGKILL:
+            d.exit_codes.append(d.proc.returncode)
+        d.check_clean()
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    return make_daemon()
 
 
 def read_all(conn, after=0):

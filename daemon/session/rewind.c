@@ -1,0 +1,581 @@
+/*
+ * Rewind (see rewind.h): the changes of every open session as the
+ * workspace.changed and workspace.rewound events recorded them, the
+ * bracketing of the tool calls that make them, and undoing them. The
+ * bytes are the shadow store's (tools/shadow.c); every file is read and
+ * written through the session's sandbox, so a rewind reaches nothing a
+ * write_file could not.
+ */
+#include "gbr-config.h"
+
+#include <sys/queue.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diff.h"
+#include "log.h"
+#include "loop.h"
+#include "rewind.h"
+#include "sandbox.h"
+#include "session-env.h"
+#include "shadow.h"
+#include "xmalloc.h"
+
+#define RW_SID_MAX	64
+#define RW_DIFF_MAX	(16 * 1024)	/* bytes of one file's diff in a dry run */
+
+/* One recorded call (or rewind) and what it changed. */
+struct rw_entry {
+	TAILQ_ENTRY(rw_entry)	 entry;
+	uint64_t		 seq;
+	uint64_t		 turn;
+	int			 rewind;	/* a workspace.rewound */
+	char			*call_id;
+	char			*tool;
+	json_t			*changes;	/* [{path, before, after}] */
+};
+TAILQ_HEAD(rw_entries, rw_entry);
+
+/* The changes of one session. */
+struct rw_sess {
+	TAILQ_ENTRY(rw_sess)	 entry;
+	char			 sid[RW_SID_MAX + 1];
+	uint64_t		 floor;		/* nothing known at or before */
+	size_t			 n;
+	struct rw_entries	 entries;	/* by seq */
+};
+static TAILQ_HEAD(, rw_sess) rw_sessions = TAILQ_HEAD_INITIALIZER(rw_sessions);
+
+/* A tool call in flight (rewind_begin to rewind_end). */
+struct rewind_call {
+	char		*tool;
+	struct shadow	*sh;
+	int		 command;		/* snapshots, else one file */
+	char		 tree[SHADOW_OID_LEN + 1];	/* command: before */
+	char		*path;			/* file: as the agent typed it */
+	size_t		 pathlen;
+	char		 before[SHADOW_OID_LEN + 1];	/* file: "" if none */
+};
+
+/* The session's changes, created if asked. */
+static struct rw_sess *
+rw_sess(const char *sid, int create)
+{
+	struct rw_sess	*rs;
+
+	TAILQ_FOREACH(rs, &rw_sessions, entry)
+		if (strcmp(rs->sid, sid) == 0)
+			return rs;
+	if (!create)
+		return NULL;
+	rs = xcalloc(1, sizeof *rs);
+	snprintf(rs->sid, sizeof rs->sid, "%s", sid);
+	TAILQ_INIT(&rs->entries);
+	TAILQ_INSERT_TAIL(&rw_sessions, rs, entry);
+	return rs;
+}
+
+static void
+rw_entry_free(struct rw_entry *e)
+{
+	free(e->call_id);
+	free(e->tool);
+	json_decref(e->changes);
+	free(e);
+}
+
+/* Forgets a session's changes. */
+void
+rewind_forget(const char *sid)
+{
+	struct rw_sess	*rs;
+	struct rw_entry	*e;
+
+	if ((rs = rw_sess(sid, 0)) == NULL)
+		return;
+	while ((e = TAILQ_FIRST(&rs->entries)) != NULL) {
+		TAILQ_REMOVE(&rs->entries, e, entry);
+		rw_entry_free(e);
+	}
+	TAILQ_REMOVE(&rw_sessions, rs, entry);
+	free(rs);
+}
+
+/* A restored session: what its snapshot covers is not replayed. */
+void
+rewind_floor(const char *sid, uint64_t seq)
+{
+	struct rw_sess	*rs = rw_sess(sid, 1);
+
+	if (seq > rs->floor)
+		rs->floor = seq;
+}
+
+/* An event record of a session, live or replayed. */
+void
+rewind_note(const char *sid, uint64_t seq, json_t *p)
+{
+	const char	*type = json_string_value(json_object_get(p, "type"));
+	struct rw_sess	*rs;
+	struct rw_entry	*e;
+	json_t		*ch = json_object_get(p, "changes");
+
+	if (type == NULL || !json_is_array(ch) ||
+	    (strcmp(type, "workspace.changed") != 0 &&
+	    strcmp(type, "workspace.rewound") != 0))
+		return;
+	rs = rw_sess(sid, 1);
+	e = xcalloc(1, sizeof *e);
+	e->seq = seq;
+	e->turn = (uint64_t)json_integer_value(json_object_get(p, "turn"));
+	e->rewind = strcmp(type, "workspace.rewound") == 0;
+	e->call_id = xstrdup(json_string_value(json_object_get(p,
+	    "call_id")) != NULL ? json_string_value(json_object_get(p,
+	    "call_id")) : "");
+	e->tool = xstrdup(json_string_value(json_object_get(p, "tool")) !=
+	    NULL ? json_string_value(json_object_get(p, "tool")) : "rewind");
+	e->changes = json_incref(ch);
+	TAILQ_INSERT_TAIL(&rs->entries, e, entry);
+	if (++rs->n > REWIND_ENTRIES_MAX) {
+		e = TAILQ_FIRST(&rs->entries);
+		TAILQ_REMOVE(&rs->entries, e, entry);
+		rs->floor = e->seq;
+		rs->n--;
+		rw_entry_free(e);
+	}
+}
+
+/* The shadow store of a sandbox's workspace, or NULL (logged). */
+static struct shadow *
+rw_shadow(struct sandbox *sb)
+{
+	struct shadow	*sh;
+	char		*cause;
+
+	if ((sh = shadow_open(loop_state_dir(), sandbox_root_path(sb, 0),
+	    &cause)) == NULL) {
+		log_warn("rewind: %s", cause);
+		free(cause);
+	}
+	return sh;
+}
+
+/*
+ * The id of a workspace file now (stored when store is set): 0 with *oid
+ * ("" for no file), or -1 if it cannot be read (*why). *rel (may be NULL)
+ * gets its canonical path when it exists.
+ */
+static int
+rw_file(struct shadow *sh, struct sandbox *sb, const char *path, size_t len,
+    int store, char oid[SHADOW_OID_LEN + 1], char **rel, char **why)
+{
+	struct sandbox_loc	 loc;
+	enum gbr_err		 kind;
+	char			*data, *reason;
+	size_t			 dlen;
+
+	*why = NULL;
+	if (rel != NULL)
+		*rel = NULL;
+	if (sandbox_read_file(sb, path, len, 0, &data, &dlen, NULL, &loc,
+	    &kind, &reason) != 0) {
+		if (kind == GBR_ERR_NOT_FOUND) {
+			free(reason);
+			oid[0] = '\0';
+			return 0;
+		}
+		*why = reason;
+		return -1;
+	}
+	if (store) {
+		if (shadow_put(sh, data, dlen, oid, why) != 0) {
+			free(data);
+			sandbox_loc_release(&loc);
+			return -1;
+		}
+	} else
+		shadow_hash(data, dlen, oid);
+	free(data);
+	if (rel != NULL)
+		*rel = loc.rel;
+	else
+		sandbox_loc_release(&loc);
+	return 0;
+}
+
+/* Before a tool runs. */
+struct rewind_call *
+rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
+    json_t *args)
+{
+	struct rewind_call	*rc;
+	struct shadow		*sh;
+	json_t			*p;
+	char			*why;
+	int			 command;
+
+	(void)sid;
+	if (strcmp(tool, "write_file") == 0 || strcmp(tool, "edit_file") == 0)
+		command = 0;
+	else if (strcmp(tool, "run_command") == 0 ||
+	    strcmp(tool, "run_script") == 0 || strcmp(tool, "check") == 0)
+		command = 1;
+	else
+		return NULL;
+	if (!shadow_available() || (sh = rw_shadow(sb)) == NULL)
+		return NULL;
+	rc = xcalloc(1, sizeof *rc);
+	rc->tool = xstrdup(tool);
+	rc->sh = sh;
+	rc->command = command;
+	if (command) {
+		if (shadow_snapshot(sh, rc->tree, &why) != 0) {
+			log_warn("rewind: %s", why);
+			free(why);
+			rewind_call_free(rc);
+			return NULL;
+		}
+		return rc;
+	}
+	p = json_object_get(args, "path");
+	if (!json_is_string(p)) {
+		rewind_call_free(rc);
+		return NULL;
+	}
+	rc->pathlen = json_string_length(p);
+	rc->path = xmalloc(rc->pathlen + 1);
+	memcpy(rc->path, json_string_value(p), rc->pathlen + 1);
+	if (rw_file(sh, sb, rc->path, rc->pathlen, 1, rc->before, NULL,
+	    &why) != 0) {
+		/* Too large, protected from reading, ...: not rewindable. */
+		log_info("rewind: %s is not kept: %s", tool, why);
+		free(why);
+		rewind_call_free(rc);
+		return NULL;
+	}
+	return rc;
+}
+
+void
+rewind_call_free(struct rewind_call *rc)
+{
+	if (rc == NULL)
+		return;
+	free(rc->tool);
+	free(rc->path);
+	free(rc);
+}
+
+/* What a call changed, as [{path, before, after}], or NULL. */
+static json_t *
+rw_changes(struct rewind_call *rc, struct sandbox *sb, size_t *skipped)
+{
+	char	 after[SHADOW_OID_LEN + 1], tree[SHADOW_OID_LEN + 1];
+	char	*why, *rel;
+	json_t	*a;
+
+	*skipped = 0;
+	if (rc->command) {
+		if (shadow_snapshot(rc->sh, tree, &why) != 0 ||
+		    (a = shadow_diff(rc->sh, rc->tree, tree, REWIND_FILES_MAX,
+		    skipped, &why)) == NULL) {
+			log_warn("rewind: %s", why);
+			free(why);
+			return NULL;
+		}
+		return a;
+	}
+	if (rw_file(rc->sh, sb, rc->path, rc->pathlen, 1, after, &rel,
+	    &why) != 0) {
+		log_warn("rewind: %s", why);
+		free(why);
+		return NULL;
+	}
+	if (strcmp(after, rc->before) == 0 || rel == NULL) {
+		free(rel);
+		return NULL;
+	}
+	a = json_pack("[{s:s, s:s, s:s}]", "path", rel, "before", rc->before,
+	    "after", after);
+	free(rel);
+	return a;
+}
+
+/* After the tool ran: record what it changed. */
+void
+rewind_end(struct rewind_call *rc, struct session *s, struct sandbox *sb,
+    const char *call_id, uint64_t turn)
+{
+	struct gbr_error	 err;
+	json_t			*ch, *f;
+	size_t			 skipped;
+
+	if (rc == NULL)
+		return;
+	ch = rw_changes(rc, sb, &skipped);
+	if (ch != NULL && json_array_size(ch) > 0) {
+		f = json_pack("{s:s, s:s, s:I, s:o}", "call_id", call_id,
+		    "tool", rc->tool, "turn", (json_int_t)turn, "changes", ch);
+		if (skipped > 0)
+			json_object_set_new(f, "not_kept",
+			    json_integer((json_int_t)skipped));
+		if (session_event(s, "workspace.changed", f, NULL, NULL,
+		    &err) != 0) {
+			log_warn("session %s: workspace.changed not recorded: "
+			    "%s", session_id(s), err.message);
+			gbr_error_clear(&err);
+		}
+	} else
+		json_decref(ch);
+	rewind_call_free(rc);
+}
+
+/* The changes remembered for a session. */
+json_t *
+rewind_list(struct session *s)
+{
+	struct rw_sess	*rs = rw_sess(session_id(s), 0);
+	struct rw_entry	*e;
+	json_t		*a = json_array(), *files, *c;
+	size_t		 i;
+
+	if (rs != NULL) {
+		TAILQ_FOREACH(e, &rs->entries, entry) {
+			files = json_array();
+			json_array_foreach(e->changes, i, c)
+				json_array_append(files, json_object_get(c,
+				    "path"));
+			json_array_append_new(a, json_pack("{s:I, s:I, s:s, "
+			    "s:s, s:b, s:o}", "seq", (json_int_t)e->seq, "turn",
+			    (json_int_t)e->turn, "call_id", e->call_id, "tool",
+			    e->tool, "rewind", e->rewind, "files", files));
+		}
+	}
+	return json_pack("{s:I, s:o}", "floor", rs != NULL ?
+	    (json_int_t)rs->floor : 0, "changes", a);
+}
+
+/* True if a rewind asked for undoes this entry. */
+static int
+rw_selected(const struct rewind_req *rq, const struct rw_entry *e)
+{
+	if (rq->turn != 0)
+		return !e->rewind && e->turn >= rq->turn;
+	return e->seq > rq->seq;
+}
+
+/*
+ * The plan: an object path -> {target, expect} for every file the
+ * selected entries touched: target is its content before the first of
+ * them, expect what the last change of anyone recorded left there.
+ */
+static json_t *
+rw_plan(struct rw_sess *rs, const struct rewind_req *rq)
+{
+	struct rw_entry	*e;
+	json_t		*plan = json_object(), *c, *f;
+	const char	*path;
+	size_t		 i;
+
+	TAILQ_FOREACH(e, &rs->entries, entry) {
+		json_array_foreach(e->changes, i, c) {
+			path = json_string_value(json_object_get(c, "path"));
+			if (path == NULL)
+				continue;
+			f = json_object_get(plan, path);
+			if (f == NULL && rw_selected(rq, e))
+				json_object_set_new(plan, path, json_pack(
+				    "{s:O, s:O}", "target", json_object_get(c,
+				    "before"), "expect", json_object_get(c,
+				    "after")));
+			else if (f != NULL)
+				json_object_set(f, "expect",
+				    json_object_get(c, "after"));
+		}
+	}
+	return plan;
+}
+
+/* A dry run's line for one file: {path, action, diff}. */
+static json_t *
+rw_preview(struct shadow *sh, struct sandbox *sb, const char *path,
+    const char *target, const char *now)
+{
+	enum gbr_err	 kind;
+	char		*cur = NULL, *old = NULL, *d, *why = NULL;
+	size_t		 clen = 0, olen = 0;
+	json_t		*o;
+
+	o = json_pack("{s:s, s:s}", "path", path, "action", target[0] ==
+	    '\0' ? "remove" : now[0] == '\0' ? "create" : "restore");
+	if (now[0] != '\0' && sandbox_read_file(sb, path, strlen(path), 0,
+	    &cur, &clen, NULL, NULL, &kind, &why) != 0) {
+		free(why);
+		why = NULL;
+	}
+	if (target[0] != '\0' && shadow_get(sh, target, &old, &olen,
+	    &why) != 0) {
+		json_object_set_new(o, "error", json_string(why));
+		free(why);
+	} else {
+		d = diff_unified(path, cur != NULL ? cur : "", clen,
+		    old != NULL ? old : "", olen, RW_DIFF_MAX, NULL);
+		json_object_set_new(o, "diff", json_string(d));
+		free(d);
+	}
+	free(cur);
+	free(old);
+	return o;
+}
+
+/* Puts one file back; 0, or -1 with *why. */
+static int
+rw_restore(struct shadow *sh, struct sandbox *sb, const char *path,
+    const char *target, char **why)
+{
+	enum gbr_err	 kind;
+	char		*data;
+	size_t		 len;
+	int		 r;
+
+	if (target[0] == '\0')
+		return sandbox_remove_file(sb, path, strlen(path), NULL, &kind,
+		    why);
+	if (shadow_get(sh, target, &data, &len, why) != 0)
+		return -1;
+	r = sandbox_write_file(sb, path, strlen(path), data, len, NULL, NULL,
+	    NULL, &kind, why);
+	free(data);
+	return r;
+}
+
+/* Rewinds a session (see rewind.h). */
+int
+rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
+    session_done_cb cb, void *arg, struct gbr_error *err)
+{
+	struct rw_sess	*rs = rw_sess(session_id(s), 0);
+	struct sandbox	*sb;
+	struct env	*env;
+	struct shadow	*sh;
+	json_t		*plan, *f, *conflicts, *todo, *done, *failed, *fields;
+	const char	*path, *target, *expect;
+	char		 now[SHADOW_OID_LEN + 1], *why;
+	void		*it;
+	size_t		 i;
+
+	*result = NULL;
+	if (!shadow_available())
+		return gbr_error_set(err, GBR_ERR_UNAVAILABLE, NULL, "rewind "
+		    "is not available in this build of gbrd (no libgit2)");
+	if (rs != NULL && rq->turn == 0 && rq->seq < rs->floor)
+		return gbr_error_set(err, GBR_ERR_GONE, json_pack("{s:I}",
+		    "floor", (json_int_t)rs->floor), "the changes up to seq "
+		    "%llu were dropped with old disk log segments; the "
+		    "workspace can be rewound to seq %llu at the earliest",
+		    (unsigned long long)rs->floor,
+		    (unsigned long long)rs->floor);
+	if (session_env_and_sandbox(s, &env, &sb, &why) != 0) {
+		gbr_error_set(err, GBR_ERR_INVALID_ENV, NULL, "%s", why);
+		free(why);
+		return -1;
+	}
+	if ((sh = rw_shadow(sb)) == NULL)
+		return gbr_error_set(err, GBR_ERR_UNAVAILABLE, NULL, "the "
+		    "shadow store of this workspace cannot be opened (see "
+		    "gbrd's log)");
+	plan = rs != NULL ? rw_plan(rs, rq) : json_object();
+	if (json_object_size(plan) == 0) {
+		json_decref(plan);
+		if (rs != NULL && rs->floor > 0 && rq->turn != 0)
+			return gbr_error_set(err, GBR_ERR_GONE, json_pack(
+			    "{s:I}", "floor", (json_int_t)rs->floor), "no "
+			    "change of turn %llu or later is known: the "
+			    "changes up to seq %llu were dropped with old disk "
+			    "log segments", (unsigned long long)rq->turn,
+			    (unsigned long long)rs->floor);
+		return gbr_error_set(err, GBR_ERR_NOT_FOUND, NULL, "the agent "
+		    "changed no file after that point: nothing to undo");
+	}
+	conflicts = json_array();
+	todo = json_array();
+	json_object_foreach_safe(plan, it, path, f) {
+		target = json_string_value(json_object_get(f, "target"));
+		expect = json_string_value(json_object_get(f, "expect"));
+		if (target == NULL || expect == NULL)
+			continue;
+		if (rw_file(sh, sb, path, strlen(path), 1, now, NULL,
+		    &why) != 0) {
+			json_array_append_new(conflicts, json_pack("{s:s, s:s}",
+			    "path", path, "why", why));
+			free(why);
+			continue;
+		}
+		if (strcmp(now, expect) != 0)
+			json_array_append_new(conflicts, json_pack("{s:s, s:s}",
+			    "path", path, "why", "changed since the agent's "
+			    "last change"));
+		if (strcmp(now, target) != 0)
+			json_array_append_new(todo, json_pack("{s:s, s:s, s:s}",
+			    "path", path, "before", now, "after", target));
+	}
+	json_decref(plan);
+	if (rq->dry_run) {
+		done = json_array();
+		json_array_foreach(todo, i, f)
+			json_array_append_new(done, rw_preview(sh, sb,
+			    json_string_value(json_object_get(f, "path")),
+			    json_string_value(json_object_get(f, "after")),
+			    json_string_value(json_object_get(f, "before"))));
+		*result = json_pack("{s:b, s:o, s:o}", "dry_run", 1, "changes",
+		    done, "conflicts", conflicts);
+		json_decref(todo);
+		return 0;
+	}
+	if (json_array_size(conflicts) > 0 && !rq->force) {
+		json_decref(todo);
+		return gbr_error_set(err, GBR_ERR_CONFLICT, json_pack("{s:o}",
+		    "conflicts", conflicts), "%zu file%s changed since the "
+		    "agent changed %s (the first: %s); nothing was rewound "
+		    "(--force undoes it anyway)", json_array_size(conflicts),
+		    json_array_size(conflicts) == 1 ? "" : "s",
+		    json_array_size(conflicts) == 1 ? "it" : "them",
+		    json_string_value(json_object_get(json_array_get(conflicts,
+		    0), "path")));
+	}
+	if (json_array_size(todo) == 0) {
+		json_decref(todo);
+		json_decref(conflicts);
+		return gbr_error_set(err, GBR_ERR_NOT_FOUND, NULL, "every file "
+		    "is already as it was: nothing to undo");
+	}
+	done = json_array();
+	failed = json_array();
+	json_array_foreach(todo, i, f) {
+		path = json_string_value(json_object_get(f, "path"));
+		if (rw_restore(sh, sb, path, json_string_value(
+		    json_object_get(f, "after")), &why) != 0) {
+			json_array_append_new(failed, json_pack("{s:s, s:s}",
+			    "path", path, "why", why != NULL ? why : "?"));
+			free(why);
+		} else
+			json_array_append(done, f);
+	}
+	json_decref(todo);
+	fields = json_pack("{s:I, s:o, s:b}", rq->turn != 0 ? "from_turn" :
+	    "to_seq", (json_int_t)(rq->turn != 0 ? rq->turn : rq->seq),
+	    "changes", done, "forced", rq->force && json_array_size(conflicts) >
+	    0);
+	if (rq->who != NULL)
+		json_object_set(fields, "who", rq->who);
+	if (json_array_size(failed) > 0)
+		json_object_set_new(fields, "failed", failed);
+	else
+		json_decref(failed);
+	json_decref(conflicts);
+	log_info("session %s: rewound %zu file(s)", session_id(s),
+	    json_array_size(done));
+	return session_event(s, "workspace.rewound", fields, cb, arg, err);
+}

@@ -1,0 +1,87 @@
+/*
+ * Rewind: undoing what the agent changed in a session's workspace
+ * (doc/REWIND.md). Every tool call that may change the workspace is
+ * bracketed (rewind_begin before the tool runs, rewind_end after): a
+ * write_file or edit_file by the bytes of its file before and after, a
+ * command (run_command, run_script, check) by two snapshots of the work
+ * tree; both kept in the workspace's shadow store (tools/shadow.h). What
+ * changed is recorded as a "workspace.changed" event of the session
+ * {call_id, tool, turn, changes: [{path, before, after}]} (ids of the
+ * shadow store, "" for no file), before the call's tool.result.
+ *
+ * Memory keeps the changes of every open session, rebuilt from those
+ * events at replay (rewind_note, from session_apply); what a disk log
+ * snapshot covered is no longer replayed, so a session restored from a
+ * snapshot at seq F can be rewound to F at the earliest (its floor), and
+ * rewind says so.
+ *
+ * A rewind restores each file the selected changes touched to what it
+ * was before the first of them, only where the file still holds what the
+ * agent (or a rewind) last left there (else it refuses, naming the files,
+ * unless forced), through the sandbox (nothing outside the workspace,
+ * no link followed out). It is recorded as a "workspace.rewound" event
+ * with its own changes, so it is itself undone by a rewind to the seq
+ * before it.
+ */
+#ifndef GBRD_REWIND_H
+#define GBRD_REWIND_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#include "errors.h"
+#include "session.h"
+
+struct rewind_call;
+struct sandbox;
+
+#define REWIND_ENTRIES_MAX	4096	/* calls remembered per session */
+#define REWIND_FILES_MAX	2000	/* files one call's record names */
+
+/*
+ * Before a tool runs in session sid on sandbox sb: what it may change,
+ * or NULL when the tool changes nothing rewind knows of.
+ */
+struct rewind_call *rewind_begin(const char *sid, struct sandbox *sb,
+		    const char *tool, json_t *args);
+/*
+ * After the tool ran: records what it changed as a workspace.changed
+ * event of session s (nothing if nothing changed), and frees rc.
+ */
+void		 rewind_end(struct rewind_call *rc, struct session *s,
+		    struct sandbox *sb, const char *call_id, uint64_t turn);
+/* Frees rc without recording (the call never ran). */
+void		 rewind_call_free(struct rewind_call *);
+/* session_apply: an event record (payload borrowed) at seq. */
+void		 rewind_note(const char *sid, uint64_t seq, json_t *payload);
+/* A session was restored from a snapshot covering up to seq. */
+void		 rewind_floor(const char *sid, uint64_t seq);
+/* A session closed: forget its changes. */
+void		 rewind_forget(const char *sid);
+
+/* What a rewind is asked to do (session.rewind). */
+struct rewind_req {
+	uint64_t	 turn;		/* undo turns >= turn (0: use seq) */
+	uint64_t	 seq;		/* or: undo every change after seq */
+	int		 dry_run;
+	int		 force;
+	json_t		*who;		/* who asked (borrowed), or NULL */
+};
+
+/*
+ * Rewinds session s. A dry run answers at once (*result: {changes:
+ * [{path, action, diff}], conflicts}); else the files are restored and
+ * cb runs once the workspace.rewound event is written (returns 0), or
+ * nothing is done (-1 with err: conflict, not_found for nothing to
+ * undo, gone for what a snapshot dropped).
+ */
+int		 rewind_run(struct session *s, const struct rewind_req *,
+		    json_t **result, session_done_cb cb, void *arg,
+		    struct gbr_error *err);
+/*
+ * The changes remembered for s, oldest first: a new object {floor,
+ * changes: [{seq, turn, call_id, tool, rewind, files: [path]}]}.
+ */
+json_t		*rewind_list(struct session *s);
+
+#endif

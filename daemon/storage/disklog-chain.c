@@ -1,0 +1,147 @@
+/*
+ * The disk log's hash chain (doc/DISKLOG.md, "The chain"; the hash and
+ * the signatures are store/logchain.c's). On the loop thread: every
+ * record joins the chain when it is done, in seq order (dl_complete), so
+ * a record that failed and whose seq was given out again never did;
+ * every chain_every records, and at a clean shutdown, the head is
+ * appended as a "log.chain" record {upto, head, sig?, key?}; a snapshot
+ * carries the head it was taken at ({chain: {seq, head, sig?}}), and the
+ * segments it drops are only those the head covers, so the chain stays
+ * checkable from the snapshot on. At open the chain is taken from the
+ * snapshot and carried through the replay.
+ *
+ * With a signing key (an Ed25519 seed, 64 hex digits, in the file [log]
+ * signing_key names), every head written is signed.
+ */
+#include "gbr-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "disklog-int.h"
+#include "log.h"
+#include "logchain.h"
+#include "logfmt.h"
+#include "xmalloc.h"
+
+/* Loads the signing key, if one is configured. Returns 0 or -1. */
+int
+dl_chain_open(char **cause)
+{
+	unsigned char	 seed[LOGCHAIN_SEED_LEN];
+	char		 buf[2 * LOGCHAIN_SEED_LEN + 2];
+	ssize_t		 n;
+	int		 fd;
+
+	logchain_init(&dl.chain, 0, NULL);
+	dl.chain_anchor = 0;
+	dl.chain_signed = 0;
+	if (!dl.opts.chain || dl.opts.signing_key == NULL)
+		return 0;
+	if ((fd = open(dl.opts.signing_key, O_RDONLY | O_CLOEXEC)) == -1) {
+		*cause = xasprintf("the disk log's signing key %s: %s",
+		    dl.opts.signing_key, strerror(errno));
+		return -1;
+	}
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n >= 2 * LOGCHAIN_SEED_LEN) {
+		buf[2 * LOGCHAIN_SEED_LEN] = '\0';
+		if (logchain_unhex(buf, seed, sizeof seed) == 0) {
+			logchain_keypair(seed, dl.chain_pk, dl.chain_sk);
+			sodium_memzero(seed, sizeof seed);
+			sodium_memzero(buf, sizeof buf);
+			dl.chain_signed = 1;
+			dl.opts.signing_key = NULL;	/* borrowed: open only */
+			return 0;
+		}
+	}
+	sodium_memzero(buf, sizeof buf);
+	*cause = xasprintf("the disk log's signing key %s is not 64 hex "
+	    "digits (an Ed25519 seed: gbrctl log keygen makes one)",
+	    dl.opts.signing_key);
+	return -1;
+}
+
+/* The chain a snapshot carries (root borrowed); none: it starts there. */
+void
+dl_chain_restore(json_t *root, uint64_t snap_seq)
+{
+	json_t		*c = json_object_get(root, "chain");
+	unsigned char	 head[LOGCHAIN_LEN];
+
+	if (json_is_object(c) && json_is_integer(json_object_get(c, "seq")) &&
+	    logchain_unhex(json_string_value(json_object_get(c, "head")), head,
+	    sizeof head) == 0)
+		logchain_init(&dl.chain, (uint64_t)json_integer_value(
+		    json_object_get(c, "seq")), head);
+	else
+		logchain_init(&dl.chain, snap_seq, NULL);
+	dl.chain_anchor = dl.chain.seq;
+}
+
+/* A record read at open joins the chain. */
+void
+dl_chain_replay(const struct logfmt_record *rec)
+{
+	if (dl.opts.chain && rec->seq == dl.chain.seq + 1)
+		logchain_add(&dl.chain, rec->seq, rec->ts_ms, rec->type,
+		    rec->type_len, rec->data, rec->data_len);
+}
+
+/* A record is done: it joins the chain. */
+void
+dl_chain_done(const struct dl_pending *e)
+{
+	if (dl.opts.chain && e->copy != NULL && e->seq == dl.chain.seq + 1)
+		logchain_add(&dl.chain, e->seq, e->ts_ms, e->copy, e->type_len,
+		    e->copy + e->type_len, e->data_len);
+}
+
+/* The head now as {seq|upto, head, sig?, key?} (new). */
+json_t *
+dl_chain_json(const char *seqname)
+{
+	unsigned char	 sig[LOGCHAIN_SIG_LEN];
+	char		 hex[2 * LOGCHAIN_SIG_LEN + 1];
+	json_t		*o;
+
+	logchain_hex(dl.chain.head, LOGCHAIN_LEN, hex);
+	o = json_pack("{s:I, s:s}", seqname, (json_int_t)dl.chain.seq, "head",
+	    hex);
+	if (dl.chain_signed) {
+		logchain_sign(dl.chain_sk, dl.log_id, &dl.chain, sig);
+		logchain_hex(sig, sizeof sig, hex);
+		json_object_set_new(o, "sig", json_string(hex));
+		logchain_hex(dl.chain_pk, LOGCHAIN_PK_LEN, hex);
+		json_object_set_new(o, "key", json_string(hex));
+	}
+	return o;
+}
+
+/*
+ * Appends the head as a log.chain record when chain_every records joined
+ * since the last one (or, with force, any).
+ */
+void
+dl_chain_anchor(int force)
+{
+	json_t	*o;
+
+	if (!dl.opts.chain || dl.closing || dl.chain.seq <= dl.chain_anchor ||
+	    (!force && dl.chain.seq - dl.chain_anchor < dl.opts.chain_every))
+		return;
+	dl.chain_anchor = dl.chain.seq + 1;	/* the anchor itself */
+	o = dl_chain_json("upto");
+	if (disklog_append(LOGCHAIN_ANCHOR_TYPE, o, 0, NULL, NULL) == 0)
+		log_warn("disk log: the chain's head at seq %" PRIu64 " could "
+		    "not be appended", dl.chain.seq);
+	json_decref(o);
+}

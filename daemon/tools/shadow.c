@@ -1,0 +1,423 @@
+/*
+ * The shadow store (see shadow.h): one bare git repository per workspace
+ * in gbrd's state folder, driven through libgit2. This file owns the open
+ * repositories and their indexes; what a change means and when to undo
+ * it are session/rewind.c's.
+ *
+ * libgit2 is told to read no configuration but the repository's own (no
+ * ~/.gitconfig, no /etc/gitconfig: a person's settings must not change
+ * what is stored), and not to check who owns the work tree (gbrd may run
+ * as another user than the workspace's owner). The work tree is set in
+ * memory (git_repository_set_workdir with no gitlink), so nothing is
+ * written into the workspace.
+ */
+#include "gbr-config.h"
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sha256.h"
+#include "shadow.h"
+#include "xmalloc.h"
+
+#ifdef HAVE_LIBGIT2
+#include <git2.h>
+
+#define SHADOW_OPEN_MAX	64	/* workspaces with an open store */
+
+struct shadow {
+	char		*root;
+	git_repository	*repo;
+	git_index	*index;
+};
+
+static struct shadow	*shadow_stores[SHADOW_OPEN_MAX];
+static size_t		 shadow_nstores;
+static int		 shadow_ready;
+
+/* libgit2's last error as a new string. */
+static char *
+shadow_err(const char *what)
+{
+	const git_error	*e = git_error_last();
+
+	return xasprintf("the shadow store: %s: %s", what,
+	    e != NULL && e->message != NULL ? e->message : "unknown error");
+}
+
+/* Sets libgit2 up once. */
+static int
+shadow_init(char **cause)
+{
+	static const int levels[] = { GIT_CONFIG_LEVEL_SYSTEM,
+	    GIT_CONFIG_LEVEL_XDG, GIT_CONFIG_LEVEL_GLOBAL,
+	    GIT_CONFIG_LEVEL_PROGRAMDATA };
+	size_t	i;
+
+	if (shadow_ready)
+		return 0;
+	if (git_libgit2_init() < 0) {
+		*cause = shadow_err("init");
+		return -1;
+	}
+	for (i = 0; i < sizeof levels / sizeof levels[0]; i++)
+		(void)git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
+	(void)git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+	shadow_ready = 1;
+	return 0;
+}
+
+/* Opens or creates the store of a workspace (see shadow.h). */
+struct shadow *
+shadow_open(const char *state_dir, const char *root, char **cause)
+{
+	unsigned char	 h[SHA256_LEN];
+	char		 hex[SHA256_HEX], *dir, *gitdir;
+	struct shadow	*sh;
+	git_repository	*repo = NULL;
+	git_config	*cfg = NULL;
+	size_t		 i;
+
+	*cause = NULL;
+	for (i = 0; i < shadow_nstores; i++)
+		if (strcmp(shadow_stores[i]->root, root) == 0)
+			return shadow_stores[i];
+	if (shadow_init(cause) != 0)
+		return NULL;
+	if (shadow_nstores == SHADOW_OPEN_MAX) {
+		*cause = xasprintf("the shadow store: over %d workspaces in "
+		    "one run", SHADOW_OPEN_MAX);
+		return NULL;
+	}
+	sha256_buf(root, strlen(root), h);
+	sha256_hex(h, hex);
+	dir = xasprintf("%s/shadow", state_dir);
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		*cause = xasprintf("the shadow store: %s: %s", dir,
+		    strerror(errno));
+		free(dir);
+		return NULL;
+	}
+	gitdir = xasprintf("%s/%.32s.git", dir, hex);
+	free(dir);
+	if (git_repository_open_bare(&repo, gitdir) < 0) {
+		if (git_repository_init(&repo, gitdir, 1) < 0) {
+			*cause = shadow_err(gitdir);
+			free(gitdir);
+			return NULL;
+		}
+		/* Plain bytes: no line ending is ever converted. */
+		if (git_repository_config(&cfg, repo) == 0) {
+			(void)git_config_set_bool(cfg, "core.autocrlf", 0);
+			(void)git_config_set_string(cfg, "gbr.workspace", root);
+			git_config_free(cfg);
+		}
+	}
+	free(gitdir);
+	sh = xcalloc(1, sizeof *sh);
+	sh->root = xstrdup(root);
+	sh->repo = repo;
+	if (git_repository_set_workdir(repo, root, 0) < 0 ||
+	    git_repository_index(&sh->index, repo) < 0) {
+		*cause = shadow_err(root);
+		git_repository_free(repo);
+		free(sh->root);
+		free(sh);
+		return NULL;
+	}
+	shadow_stores[shadow_nstores++] = sh;
+	return sh;
+}
+
+/* Closes every store. */
+void
+shadow_shutdown(void)
+{
+	size_t	i;
+
+	for (i = 0; i < shadow_nstores; i++) {
+		git_index_free(shadow_stores[i]->index);
+		git_repository_free(shadow_stores[i]->repo);
+		free(shadow_stores[i]->root);
+		free(shadow_stores[i]);
+	}
+	shadow_nstores = 0;
+	if (shadow_ready)
+		git_libgit2_shutdown();
+	shadow_ready = 0;
+}
+
+int
+shadow_available(void)
+{
+	return 1;
+}
+
+/* Stores bytes as a blob. */
+int
+shadow_put(struct shadow *sh, const void *data, size_t len,
+    char oid[SHADOW_OID_LEN + 1], char **cause)
+{
+	git_oid	id;
+
+	if (git_blob_create_from_buffer(&id, sh->repo, data, len) < 0) {
+		*cause = shadow_err("storing a file");
+		return -1;
+	}
+	git_oid_tostr(oid, SHADOW_OID_LEN + 1, &id);
+	return 0;
+}
+
+/* The blob id of bytes. */
+void
+shadow_hash(const void *data, size_t len, char oid[SHADOW_OID_LEN + 1])
+{
+	git_oid	id;
+
+	if (git_odb_hash(&id, data, len, GIT_OBJECT_BLOB) < 0)
+		fatalx("git_odb_hash failed");
+	git_oid_tostr(oid, SHADOW_OID_LEN + 1, &id);
+}
+
+/* Reads a blob back. */
+int
+shadow_get(struct shadow *sh, const char *oid, char **data, size_t *len,
+    char **cause)
+{
+	git_oid		 id;
+	git_blob	*b;
+
+	if (git_oid_fromstr(&id, oid) < 0) {
+		*cause = xasprintf("the shadow store: '%.64s' is no object id",
+		    oid);
+		return -1;
+	}
+	if (git_blob_lookup(&b, sh->repo, &id) < 0) {
+		*cause = xasprintf("the shadow store no longer holds %.12s",
+		    oid);
+		return -1;
+	}
+	*len = (size_t)git_blob_rawsize(b);
+	*data = xmalloc(*len + 1);
+	memcpy(*data, git_blob_rawcontent(b), *len);
+	(*data)[*len] = '\0';
+	git_blob_free(b);
+	return 0;
+}
+
+/*
+ * git add -A, then write-tree. One walk of the work tree (a diff of the
+ * index against it, untracked files included, the index's stat cache
+ * sparing the unchanged files), then each difference applied: half of
+ * what git_index_add_all and git_index_update_all cost one after the
+ * other (each walks the tree).
+ */
+int
+shadow_snapshot(struct shadow *sh, char tree[SHADOW_OID_LEN + 1],
+    char **cause)
+{
+	git_diff_options	 opts;
+	git_diff		*d = NULL;
+	const git_diff_delta	*dd;
+	git_oid			 id;
+	size_t			 i, n;
+	int			 r = 0;
+
+	if (git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION) < 0)
+		fatalx("git_diff_options_init failed");
+	opts.flags = GIT_DIFF_INCLUDE_UNTRACKED |
+	    GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_INCLUDE_TYPECHANGE |
+	    GIT_DIFF_UPDATE_INDEX;
+	/* Another process may have written the index: read it if so. */
+	if (git_index_read(sh->index, 0) < 0 ||
+	    git_diff_index_to_workdir(&d, sh->repo, sh->index, &opts) < 0) {
+		*cause = shadow_err("reading the workspace");
+		return -1;
+	}
+	n = git_diff_num_deltas(d);
+	for (i = 0; i < n && r == 0; i++) {
+		dd = git_diff_get_delta(d, i);
+		if (dd->status == GIT_DELTA_DELETED)
+			r = git_index_remove_bypath(sh->index,
+			    dd->old_file.path);
+		else
+			r = git_index_add_bypath(sh->index, dd->new_file.path);
+	}
+	git_diff_free(d);
+	if (r < 0) {
+		*cause = shadow_err("reading the workspace");
+		return -1;
+	}
+	if (git_index_write_tree(&id, sh->index) < 0 ||
+	    git_index_write(sh->index) < 0) {
+		*cause = shadow_err("writing a snapshot");
+		return -1;
+	}
+	git_oid_tostr(tree, SHADOW_OID_LEN + 1, &id);
+	return 0;
+}
+
+/* The tree of an id. */
+static int
+shadow_tree(struct shadow *sh, const char *oid, git_tree **t, char **cause)
+{
+	git_oid	id;
+
+	if (git_oid_fromstr(&id, oid) < 0 ||
+	    git_tree_lookup(t, sh->repo, &id) < 0) {
+		*cause = xasprintf("the shadow store no longer holds the "
+		    "snapshot %.12s", oid);
+		return -1;
+	}
+	return 0;
+}
+
+/* A delta's side as an id, "" for none, or NULL for a link or submodule. */
+static const char *
+shadow_side(const git_diff_file *f, char buf[SHADOW_OID_LEN + 1])
+{
+	if (!(f->flags & GIT_DIFF_FLAG_EXISTS) || git_oid_is_zero(&f->id))
+		return "";
+	if (f->mode != GIT_FILEMODE_BLOB &&
+	    f->mode != GIT_FILEMODE_BLOB_EXECUTABLE)
+		return NULL;
+	git_oid_tostr(buf, SHADOW_OID_LEN + 1, &f->id);
+	return buf;
+}
+
+/* What changed between two snapshots. */
+json_t *
+shadow_diff(struct shadow *sh, const char *a, const char *b, size_t max,
+    size_t *skipped, char **cause)
+{
+	git_diff_options	 opts;
+	git_tree		*ta = NULL, *tb = NULL;
+	git_diff		*d = NULL;
+	const git_diff_delta	*dd;
+	const char		*before, *after;
+	char			 ob[SHADOW_OID_LEN + 1], nb[SHADOW_OID_LEN + 1];
+	json_t			*out;
+	size_t			 i, n;
+
+	*skipped = 0;
+	if (git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION) < 0)
+		fatalx("git_diff_options_init failed");
+	if (shadow_tree(sh, a, &ta, cause) != 0)
+		return NULL;
+	if (shadow_tree(sh, b, &tb, cause) != 0) {
+		git_tree_free(ta);
+		return NULL;
+	}
+	if (git_diff_tree_to_tree(&d, sh->repo, ta, tb, &opts) < 0) {
+		*cause = shadow_err("comparing snapshots");
+		git_tree_free(ta);
+		git_tree_free(tb);
+		return NULL;
+	}
+	out = json_array();
+	n = git_diff_num_deltas(d);
+	for (i = 0; i < n; i++) {
+		dd = git_diff_get_delta(d, i);
+		before = shadow_side(&dd->old_file, ob);
+		after = shadow_side(&dd->new_file, nb);
+		if (before == NULL || after == NULL ||
+		    json_array_size(out) >= max) {
+			(*skipped)++;
+			continue;
+		}
+		json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "path",
+		    dd->new_file.path != NULL ? dd->new_file.path :
+		    dd->old_file.path, "before", before, "after", after));
+	}
+	git_diff_free(d);
+	git_tree_free(ta);
+	git_tree_free(tb);
+	return out;
+}
+
+#else /* !HAVE_LIBGIT2 */
+
+#define SHADOW_NONE "rewind is not available in this build of gbrd " \
+	"(it was built without libgit2)"
+
+struct shadow *
+shadow_open(const char *state_dir, const char *root, char **cause)
+{
+	(void)state_dir;
+	(void)root;
+	*cause = xstrdup(SHADOW_NONE);
+	return NULL;
+}
+
+void
+shadow_shutdown(void)
+{
+}
+
+int
+shadow_available(void)
+{
+	return 0;
+}
+
+int
+shadow_put(struct shadow *sh, const void *data, size_t len,
+    char oid[SHADOW_OID_LEN + 1], char **cause)
+{
+	(void)sh;
+	(void)data;
+	(void)len;
+	oid[0] = '\0';
+	*cause = xstrdup(SHADOW_NONE);
+	return -1;
+}
+
+void
+shadow_hash(const void *data, size_t len, char oid[SHADOW_OID_LEN + 1])
+{
+	(void)data;
+	(void)len;
+	oid[0] = '\0';
+}
+
+int
+shadow_get(struct shadow *sh, const char *oid, char **data, size_t *len,
+    char **cause)
+{
+	(void)sh;
+	(void)oid;
+	*data = NULL;
+	*len = 0;
+	*cause = xstrdup(SHADOW_NONE);
+	return -1;
+}
+
+int
+shadow_snapshot(struct shadow *sh, char tree[SHADOW_OID_LEN + 1],
+    char **cause)
+{
+	(void)sh;
+	tree[0] = '\0';
+	*cause = xstrdup(SHADOW_NONE);
+	return -1;
+}
+
+json_t *
+shadow_diff(struct shadow *sh, const char *a, const char *b, size_t max,
+    size_t *skipped, char **cause)
+{
+	(void)sh;
+	(void)a;
+	(void)b;
+	(void)max;
+	*skipped = 0;
+	*cause = xstrdup(SHADOW_NONE);
+	return NULL;
+}
+
+#endif /* HAVE_LIBGIT2 */

@@ -1,0 +1,72 @@
+/*
+ * The shadow store: what rewind (session/rewind.c) needs to undo what the
+ * agent changed in a workspace. One private git repository per workspace,
+ * through libgit2, in gbrd's state folder (STATE/shadow/HASH.git, where
+ * no command and no file tool can reach: sandbox_set_forbidden covers the
+ * state folder). It is bare: the workspace is set as its work tree in
+ * memory only, so nothing is ever written into the workspace and the
+ * user's own .git (skipped by libgit2's work tree walk) is never read or
+ * touched. Its objects are content-addressed, so every version of a file
+ * is stored once.
+ *
+ * Two ways in: a file tool stores the bytes it saw before and after a
+ * write (shadow_put); a command is bracketed by two snapshots of the
+ * whole work tree (shadow_snapshot: git add -A into the shadow index, then
+ * write-tree; incremental, since the index's stat cache skips the files
+ * that did not change), whose difference (shadow_diff) is what it
+ * changed. Snapshots honour the workspace's .gitignore files: what git
+ * would ignore (build outputs, node_modules) is neither stored nor
+ * rewound (doc/REWIND.md says why).
+ *
+ * Every object id is 40 hex digits; "" stands for "no file". Without
+ * libgit2 (HAVE_LIBGIT2 unset: the Windows build) every call fails with a
+ * cause saying so.
+ */
+#ifndef GBRD_SHADOW_H
+#define GBRD_SHADOW_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#define SHADOW_OID_LEN	40
+
+struct shadow;
+
+/*
+ * The shadow store of a workspace (root: its real absolute path), opened
+ * or created under state_dir/shadow. Stores stay open until
+ * shadow_shutdown; borrowed. NULL with *cause.
+ */
+struct shadow	*shadow_open(const char *state_dir, const char *root,
+		    char **cause);
+/* Closes every store (shutdown). */
+void		 shadow_shutdown(void);
+/* 1 if this build can snapshot commands (libgit2 is there). */
+int		 shadow_available(void);
+/* Stores len bytes; *oid gets their id. Returns 0 or -1 with *cause. */
+int		 shadow_put(struct shadow *, const void *data, size_t len,
+		    char oid[SHADOW_OID_LEN + 1], char **cause);
+/* The id len bytes would have, without storing them. */
+void		 shadow_hash(const void *data, size_t len,
+		    char oid[SHADOW_OID_LEN + 1]);
+/*
+ * The bytes of an object, in a new buffer (*data, *len). Returns 0, or -1
+ * with *cause (an object no longer stored says so).
+ */
+int		 shadow_get(struct shadow *, const char *oid, char **data,
+		    size_t *len, char **cause);
+/*
+ * Snapshots the work tree: *tree gets the id of a tree holding every file
+ * not ignored. Returns 0 or -1 with *cause.
+ */
+int		 shadow_snapshot(struct shadow *, char tree[SHADOW_OID_LEN + 1],
+		    char **cause);
+/*
+ * What changed between two trees: a new array of {path, before, after}
+ * (ids, "" for no file) for the regular files; at most max entries (the
+ * rest are counted in *skipped with the links and submodules). NULL with
+ * *cause.
+ */
+json_t		*shadow_diff(struct shadow *, const char *a, const char *b,
+		    size_t max, size_t *skipped, char **cause);
+#endif
