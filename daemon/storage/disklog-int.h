@@ -183,6 +183,7 @@ struct dl_state {
 	json_t			*repaired;
 	uint64_t		 replayed;
 	uint64_t		 replayed_ahead;	/* payloads parse-ahead gave */
+	uint64_t		 skipped_segs;	/* covered: only headers read */
 	uint64_t		 replay_ms;
 	uint64_t		 restored_seq;
 	struct logchain		 chain;		/* the head of what is done */

@@ -46,7 +46,7 @@ struct dl_rjob {
 /* Finds where to start reading for seq: the segment's name, an offset, its end. */
 static int
 dl_locate(uint64_t seq, char **name, uint64_t *off, uint64_t *end,
-    uint64_t *first_avail)
+    uint64_t *first_avail, uint64_t *seg_first, uint64_t *idx_next)
 {
 	struct dl_seg	*s = NULL;
 	size_t		 i, lo, hi, mid;
@@ -65,6 +65,8 @@ dl_locate(uint64_t seq, char **name, uint64_t *off, uint64_t *end,
 	}
 	*name = xstrdup(s->name);
 	*end = s->size;
+	*seg_first = s->first_seq;
+	*idx_next = s->idx_next;
 	*off = LOGFMT_HEADER_SIZE;
 	/* The last index entry at or before seq. */
 	lo = 0;
@@ -80,6 +82,30 @@ dl_locate(uint64_t seq, char **name, uint64_t *off, uint64_t *end,
 		*off = s->idx[lo - 1].off;
 	pthread_mutex_unlock(&dl.seg_mtx);
 	return 0;
+}
+
+/*
+ * A record read at off of the segment starting at seg_first, past what its
+ * index covers: a segment the start did not scan (disklog-replay.c) is
+ * indexed as it is read, so later pages start near their records. Returns
+ * where the index now ends (entries only go in order: dl_seg_index).
+ */
+static uint64_t
+dl_learn(uint64_t seg_first, uint64_t seq, uint64_t off)
+{
+	uint64_t	 next = UINT64_MAX;
+	size_t		 i;
+
+	pthread_mutex_lock(&dl.seg_mtx);
+	for (i = 0; i < dl.nsegs; i++) {
+		if (dl.segs[i]->first_seq == seg_first) {
+			dl_seg_index(dl.segs[i], seq, off);
+			next = dl.segs[i]->idx_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dl.seg_mtx);
+	return next;
 }
 
 /* Makes a record's JSON form for a reader, or NULL if its data is not JSON. */
@@ -107,6 +133,7 @@ dl_read_job(struct dl_rjob *j)
 	const char		*why;
 	size_t			 bytes = 0;
 	uint64_t		 seq = j->after + 1, off, end, first, pos;
+	uint64_t		 seg_first, idx_next;
 	json_t			*list = json_array(), *r;
 	char			*name;
 	int			 fd, st, tries = 0;
@@ -122,7 +149,8 @@ dl_read_job(struct dl_rjob *j)
 	}
 	while (json_array_size(list) < j->limit && seq <= j->upto &&
 	    (bytes < j->max_bytes || json_array_size(list) == 0)) {
-		if (dl_locate(seq, &name, &off, &end, &first) != 0) {
+		if (dl_locate(seq, &name, &off, &end, &first, &seg_first,
+		    &idx_next) != 0) {
 			if (seq < first) {
 				j->page.gap = 1;
 				seq = first;
@@ -152,6 +180,8 @@ dl_read_job(struct dl_rjob *j)
 				j->error = EIO;
 				break;
 			}
+			if (pos >= idx_next)
+				idx_next = dl_learn(seg_first, rec.seq, pos);
 			if (rec.seq < seq)
 				continue;
 			if ((r = dl_record_json(&rec)) == NULL) {

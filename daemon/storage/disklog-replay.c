@@ -111,6 +111,52 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 }
 
 /*
+ * A segment the snapshot (and the chain's head) wholly covers, sealed and
+ * followed by the next one, holds nothing the state needs: it stays for
+ * log.read, and only its header is read, so a start does not follow the
+ * size of what the log keeps. Its records' checksums are checked when they
+ * are read (disklog-read.c, which also indexes it then) and by `gbrctl
+ * log verify`. Returns the table entry, or NULL when the segment must be
+ * scanned (not covered, not sealed, a header that does not match).
+ */
+static struct dl_seg *
+dl_covered_segment(const struct logscan_dir *d, size_t i, uint64_t covered)
+{
+	struct logfmt_seghdr	 hdr;
+	struct dl_seg		*s;
+	struct stat		 sb;
+	unsigned char		 buf[LOGFMT_HEADER_SIZE];
+	const char		*why;
+	uint64_t		 next;
+	int			 fd;
+
+	if (i + 1 >= d->nsegs)
+		return NULL;
+	next = d->segs[i + 1].seq;
+	if (next <= d->segs[i].seq || next - 1 > covered)
+		return NULL;
+	fd = openat(dl.dirfd, d->segs[i].name, O_RDONLY | O_CLOEXEC |
+	    O_NOFOLLOW);
+	if (fd == -1)
+		return NULL;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (uint64_t)sb.st_size < LOGFMT_HEADER_SIZE ||
+	    logscan_pread(fd, buf, sizeof buf, 0) != (long long)sizeof buf ||
+	    logfmt_seghdr_decode(buf, sizeof buf, &hdr, &why) != LOGFMT_OK ||
+	    !hdr.clean || hdr.first_seq != d->segs[i].seq ||
+	    (dl.log_id != 0 && hdr.log_id != dl.log_id)) {
+		close(fd);
+		return NULL;
+	}
+	close(fd);
+	if (dl.log_id == 0)
+		dl.log_id = hdr.log_id;
+	s = dl_seg_new(d->segs[i].name, d->segs[i].seq, (uint64_t)sb.st_size);
+	s->last_seq = next - 1;
+	return s;
+}
+
+/*
  * Scans every segment in order, replaying records after the snapshot; cuts
  * a torn tail; refuses (or repairs) any other damage.
  */
@@ -121,7 +167,7 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 	struct dl_replay	 rp;
 	struct dl_seg		*s;
 	struct stat		 sb;
-	uint64_t		 need = 0, good, limit_first, total;
+	uint64_t		 need = 0, good, limit_first, total, covered;
 	size_t			 i, first = 0;
 	char			*why;
 	int			 fd, last;
@@ -150,6 +196,9 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 			    d->segs[first].name);
 		first++;
 	}
+	covered = dl.snap_seq;
+	if (dl.opts.chain && dl.chain.seq < covered)
+		covered = dl.chain.seq;
 	for (i = first; i < d->nsegs; i++) {
 		last = i + 1 == d->nsegs;
 		good = need > 0 ? need - 1 : dl.snap_seq;
@@ -174,6 +223,12 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 			free(why);
 			dl_dir_cut(d, i);
 			break;
+		}
+		if ((s = dl_covered_segment(d, i, covered)) != NULL) {
+			dl_seg_push(s);
+			need = s->last_seq + 1;
+			dl.skipped_segs++;
+			continue;
 		}
 		s = dl_seg_new(d->segs[i].name, d->segs[i].seq, 0);
 		memset(&rp, 0, sizeof rp);
