@@ -299,7 +299,7 @@ int		 dl_open_segments(struct logscan_dir *, int repair,
 /* disklog-ahead.c: parse-ahead for one segment's replay. */
 struct dl_pa;
 struct dl_pa	*dl_pa_start(const char *name, uint64_t base,
-		    uint64_t snap_seq);
+		    uint64_t snap_seq, uint64_t covered);
 void		 dl_pa_end(struct dl_pa *);
 json_t		**dl_pa_slot(struct dl_pa *, uint64_t seq, uint64_t off);
 json_t		*dl_pa_take(struct dl_pa *, uint64_t seq, uint64_t off);

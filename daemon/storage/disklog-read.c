@@ -108,6 +108,25 @@ dl_learn(uint64_t seg_first, uint64_t seq, uint64_t off)
 	return next;
 }
 
+/* True if seq is still said to be in the segment starting at seg_first. */
+static int
+dl_locate_same(uint64_t seq, uint64_t seg_first)
+{
+	size_t	 i;
+	int	 same = 0;
+
+	pthread_mutex_lock(&dl.seg_mtx);
+	for (i = dl.nsegs; i > 0; i--) {
+		if (dl.segs[i - 1]->first_seq <= seq) {
+			same = dl.segs[i - 1]->first_seq == seg_first &&
+			    seq <= dl.segs[i - 1]->last_seq;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dl.seg_mtx);
+	return same;
+}
+
 /* Makes a record's JSON form for a reader, or NULL if its data is not JSON. */
 static json_t *
 dl_record_json(const struct logfmt_record *rec)
@@ -196,6 +215,16 @@ dl_read_job(struct dl_rjob *j)
 			if (json_array_size(list) >= j->limit || seq > j->upto ||
 			    bytes >= j->max_bytes)
 				break;
+		}
+		/*
+		 * The table says the segment holds seq: if its end came first,
+		 * records are missing (a segment the start did not read).
+		 */
+		if (j->error == 0 && pos >= end && seq <= j->upto &&
+		    dl_locate_same(seq, seg_first)) {
+			log_error("disk log: %s/%s ends before seq %" PRIu64
+			    ", which it should hold", dl.dir, name, seq);
+			j->error = EIO;
 		}
 		logscan_reader_release(&rd);
 		close(fd);

@@ -46,18 +46,24 @@ struct dl_replay {
 	struct dl_seg	*seg;
 	struct dl_pa	*pa;		/* parse-ahead, or NULL */
 	uint64_t	 snap_seq;
+	uint64_t	 covered;	/* by the snapshot and the chain's head */
 	uint64_t	 count;
 	uint64_t	 ahead;		/* payloads the helper parsed */
 	char		*why;		/* a module refused a record */
 };
 
-/* True if the helper checked the record with seq at off (logscan). */
+/*
+ * True if the record with seq at off needs no checksum (logscan): the
+ * helper checked it, or the snapshot and the chain's head cover it (it
+ * makes no state, and is checked when read, like the segments a start
+ * does not read; its place in the seq order is still checked).
+ */
 static int
 dl_pa_checked(void *arg, uint64_t seq, uint64_t off)
 {
 	struct dl_replay	*rp = arg;
 
-	return dl_pa_slot(rp->pa, seq, off) != NULL;
+	return seq <= rp->covered || dl_pa_slot(rp->pa, seq, off) != NULL;
 }
 
 /* logscan callback: indexes a record and replays it into its module. */
@@ -111,13 +117,15 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 }
 
 /*
- * A segment the snapshot (and the chain's head) wholly covers, sealed and
- * followed by the next one, holds nothing the state needs: it stays for
+ * A segment the snapshot (and the chain's head) wholly covers, followed by
+ * the next one, holds nothing the state needs: it stays for
  * log.read, and only its header is read, so a start does not follow the
  * size of what the log keeps. Its records' checksums are checked when they
  * are read (disklog-read.c, which also indexes it then) and by `gbrctl
  * log verify`. Returns the table entry, or NULL when the segment must be
- * scanned (not covered, not sealed, a header that does not match).
+ * scanned (not covered, a header that does not match). Sealed or not
+ * (with [log] fsync off none is): damage anywhere in it is found by its
+ * readers, who never take it for the end of the records.
  */
 static struct dl_seg *
 dl_covered_segment(const struct logscan_dir *d, size_t i, uint64_t covered)
@@ -143,7 +151,7 @@ dl_covered_segment(const struct logscan_dir *d, size_t i, uint64_t covered)
 	    (uint64_t)sb.st_size < LOGFMT_HEADER_SIZE ||
 	    logscan_pread(fd, buf, sizeof buf, 0) != (long long)sizeof buf ||
 	    logfmt_seghdr_decode(buf, sizeof buf, &hdr, &why) != LOGFMT_OK ||
-	    !hdr.clean || hdr.first_seq != d->segs[i].seq ||
+	    hdr.first_seq != d->segs[i].seq ||
 	    (dl.log_id != 0 && hdr.log_id != dl.log_id)) {
 		close(fd);
 		return NULL;
@@ -234,11 +242,12 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 		memset(&rp, 0, sizeof rp);
 		rp.seg = s;
 		rp.snap_seq = dl.snap_seq;
+		rp.covered = covered;
 		rp.pa = dl_pa_start(d->segs[i].name, d->segs[i].seq,
-		    dl.snap_seq);
+		    dl.snap_seq, covered);
 		logscan_segment_trusting(dl.dirfd, d->segs[i].name, dl.log_id,
-		    d->segs[i].seq, last, dl_replay_cb, rp.pa != NULL ?
-		    dl_pa_checked : NULL, &rp, &res);
+		    d->segs[i].seq, last, dl_replay_cb, dl_pa_checked, &rp,
+		    &res);
 		dl_pa_end(rp.pa);
 		dl.replayed += rp.count;
 		dl.replayed_ahead += rp.ahead;

@@ -408,8 +408,9 @@ def read_all(c, upto, limit=7):
 def test_damage_in_a_covered_segment_is_found_when_read(make_daemon,
                                                        tmpdir_short):
     """A segment the snapshot covers is not read at start (its records
-    make no state), so a flipped byte in it does not stop gbrd: log.read
-    of that record answers a storage error, and log verify names it."""
+    make no state), so a flipped byte in it, or its end cut off, does not
+    stop gbrd: log.read of those records answers a storage error, and log
+    verify names the file."""
     ws = os.path.join(tmpdir_short, "ws")
     os.makedirs(ws)
     d = make_daemon(config="[log]\nsegment_bytes = 256K\nsnapshot_bytes = 128K\n")
@@ -429,20 +430,40 @@ def test_damage_in_a_covered_segment_is_found_when_read(make_daemon,
         b = f.read(1)
         f.seek(64 + 20000)
         f.write(bytes([b[0] ^ 0x10]))
+    # And the second one lost its last records, which the table says it
+    # holds (the next segment's name says where they end).
+    # Cut at a record's boundary, so the file looks whole but short.
+    second = os.path.join(logdir, segs[1])
+    with open(second, "rb") as f:
+        data = f.read()
+    off, ends = 64, []
+    while off + 8 <= len(data):
+        off += 8 + int.from_bytes(data[off:off + 4], "little")
+        ends.append(off)
+    os.truncate(second, ends[len(ends) // 2])
     d.start()
     c = d.conn()
     dl = status(d)["disklog"]
-    assert dl["replay"]["segments_unread"] >= 1, dl["replay"]
+    assert dl["replay"]["segments_unread"] >= 2, dl["replay"]
     assert digest(c, sid) == before
-    bad = None
-    after = 0
-    for _ in range(1000):
-        r = c.call("log.read", {"after_seq": after, "limit": 5})
-        if "error" in r:
-            bad = r["error"]
-            break
-        after = r["result"]["records"][-1]["seq"]
+
+    def first_error(after):
+        for _ in range(1000):
+            r = c.call("log.read", {"after_seq": after, "limit": 5})
+            if "error" in r:
+                return after, r["error"]
+            after = r["result"]["records"][-1]["seq"]
+        return after, None
+
+    at, bad = first_error(0)
     assert bad is not None and bad["data"]["kind"] == "storage_error", bad
+    assert at < int(segs[1][:16], 16), (at, segs)
+    # Past the flipped byte, reading on runs into the cut end: an error,
+    # not the end of the records and not a reader going round forever.
+    at, bad = first_error(int(segs[1][:16], 16) - 1)
+    assert bad is not None and bad["data"]["kind"] == "storage_error", bad
+    assert at < int(segs[2][:16], 16), (at, segs)
+    assert "result" in c.call("daemon.status")
     c.close()
     d.stop()
     p = d.ctl("log", "verify", "--state-dir", d.state)
