@@ -577,6 +577,9 @@ disklog_open(struct event_base *base, const char *state,
 	    pthread_create(&dl.reader, NULL, dl_reader_main, NULL) != 0)
 		fatalx("cannot start the disk log threads");
 	dl.is_open = 1;
+	/* What the replay parsed and freed goes back: a wave, once. */
+	if (dl.replayed > 0)
+		osdep_memory_trim();
 	dl.replay_ms = (uint64_t)clock_mono_ms() - t0;
 	snprintf(buf, sizeof buf, "%016" PRIx64, dl.log_id);
 	log_info("disk log %s (id %s): %zu segment%s, %" PRIu64 " bytes, next "
