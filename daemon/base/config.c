@@ -42,7 +42,7 @@ config_defaults(void)
 	cfg->log_fsync = 1;
 	cfg->log_segment_bytes = 64ULL * 1024 * 1024;
 	cfg->log_max_bytes = 1024ULL * 1024 * 1024;
-	cfg->log_snapshot_bytes = 16ULL * 1024 * 1024;
+	cfg->log_snapshot_bytes = 4ULL * 1024 * 1024;
 	cfg->log_commit_delay_us = 0;
 	cfg->log_chain = 1;
 	cfg->log_chain_every = 1000;

@@ -463,9 +463,6 @@ static int
 session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 {
 	struct session	*s = NULL;
-	const char	*data;
-	char		*line;
-	size_t		 len, dlen;
 
 	if (session_apply(type, payload, &s) != 0) {
 		log_error("disk log record %llu (%s) does not fit the sessions "
@@ -475,10 +472,11 @@ session_replay(uint64_t lseq, int64_t ts, const char *type, json_t *payload)
 	logindex_note(&s->lidx, s->seq, lseq);
 	if (session_observer != NULL && strcmp(type, "session.event") == 0)
 		session_observer(payload);
-	data = disklog_replay_payload(&dlen);
-	if ((line = session_wrap(data, dlen, &len)) == NULL)
-		line = session_encode(payload, &len);
-	session_ring_push(s, s->seq, line, len);
+	/*
+	 * The event ring is not refilled: an attach after a restart catches
+	 * up from the disk log (catchup.c), so memory holds events only for
+	 * sessions that are live again, not for every record replayed.
+	 */
 	s->announced = s->seq;
 	if (s->state == SESSION_CLOSED) {
 		TAILQ_REMOVE(&session_all, s, entry);

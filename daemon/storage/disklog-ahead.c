@@ -68,6 +68,7 @@ struct dl_pa {
 	int			 fd;
 	uint64_t		 base;		/* the segment's first seq */
 	uint64_t		 snap_seq;
+	uint64_t		 first_k;	/* chunks before it: covered, the loop's */
 	uint64_t		 loop_k;	/* the loop's chunk */
 	int			 loop_mine;	/* ... which it parses itself */
 	int			 stop;		/* the loop gave up: end now */
@@ -115,7 +116,7 @@ dl_pa_claimable(struct dl_pa *pa)
 	uint64_t		 k;
 
 	for (k = pa->loop_k + DL_PA_RING - 1; k > pa->loop_k; k--) {
-		if (k >= pa->nchunks)
+		if (k >= pa->nchunks || k < pa->first_k)
 			continue;
 		c = &pa->ring[k % DL_PA_RING];
 		if (c->state == DL_PA_FREE || c->k < pa->loop_k)
@@ -223,7 +224,8 @@ out:
 
 /* Starts a helper for a segment worth one, or returns NULL. */
 struct dl_pa *
-dl_pa_start(const char *name, uint64_t base, uint64_t snap_seq)
+dl_pa_start(const char *name, uint64_t base, uint64_t snap_seq,
+    uint64_t covered)
 {
 	struct dl_pa	*pa;
 	struct stat	 sb;
@@ -242,6 +244,12 @@ dl_pa_start(const char *name, uint64_t base, uint64_t snap_seq)
 	pa->fd = fd;
 	pa->base = base;
 	pa->snap_seq = snap_seq;
+	/*
+	 * Records the snapshot and the chain's head cover need neither a
+	 * checksum nor a parse (disklog-replay.c): the loop hops over them
+	 * itself, and the helper starts where the replay does.
+	 */
+	pa->first_k = covered >= base ? (covered + 1 - base) / DL_PA_CHUNK : 0;
 	pa->nchunks = UINT64_MAX;
 	/* The loop starts on chunk 0, its own. */
 	pa->loop_mine = 1;

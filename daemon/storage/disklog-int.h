@@ -183,6 +183,7 @@ struct dl_state {
 	json_t			*repaired;
 	uint64_t		 replayed;
 	uint64_t		 replayed_ahead;	/* payloads parse-ahead gave */
+	uint64_t		 skipped_segs;	/* covered: only headers read */
 	uint64_t		 replay_ms;
 	uint64_t		 restored_seq;
 	struct logchain		 chain;		/* the head of what is done */
@@ -298,7 +299,7 @@ int		 dl_open_segments(struct logscan_dir *, int repair,
 /* disklog-ahead.c: parse-ahead for one segment's replay. */
 struct dl_pa;
 struct dl_pa	*dl_pa_start(const char *name, uint64_t base,
-		    uint64_t snap_seq);
+		    uint64_t snap_seq, uint64_t covered);
 void		 dl_pa_end(struct dl_pa *);
 json_t		**dl_pa_slot(struct dl_pa *, uint64_t seq, uint64_t off);
 json_t		*dl_pa_take(struct dl_pa *, uint64_t seq, uint64_t off);

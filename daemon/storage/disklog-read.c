@@ -46,7 +46,7 @@ struct dl_rjob {
 /* Finds where to start reading for seq: the segment's name, an offset, its end. */
 static int
 dl_locate(uint64_t seq, char **name, uint64_t *off, uint64_t *end,
-    uint64_t *first_avail)
+    uint64_t *first_avail, uint64_t *seg_first, uint64_t *idx_next)
 {
 	struct dl_seg	*s = NULL;
 	size_t		 i, lo, hi, mid;
@@ -65,6 +65,8 @@ dl_locate(uint64_t seq, char **name, uint64_t *off, uint64_t *end,
 	}
 	*name = xstrdup(s->name);
 	*end = s->size;
+	*seg_first = s->first_seq;
+	*idx_next = s->idx_next;
 	*off = LOGFMT_HEADER_SIZE;
 	/* The last index entry at or before seq. */
 	lo = 0;
@@ -80,6 +82,49 @@ dl_locate(uint64_t seq, char **name, uint64_t *off, uint64_t *end,
 		*off = s->idx[lo - 1].off;
 	pthread_mutex_unlock(&dl.seg_mtx);
 	return 0;
+}
+
+/*
+ * A record read at off of the segment starting at seg_first, past what its
+ * index covers: a segment the start did not scan (disklog-replay.c) is
+ * indexed as it is read, so later pages start near their records. Returns
+ * where the index now ends (entries only go in order: dl_seg_index).
+ */
+static uint64_t
+dl_learn(uint64_t seg_first, uint64_t seq, uint64_t off)
+{
+	uint64_t	 next = UINT64_MAX;
+	size_t		 i;
+
+	pthread_mutex_lock(&dl.seg_mtx);
+	for (i = 0; i < dl.nsegs; i++) {
+		if (dl.segs[i]->first_seq == seg_first) {
+			dl_seg_index(dl.segs[i], seq, off);
+			next = dl.segs[i]->idx_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dl.seg_mtx);
+	return next;
+}
+
+/* True if seq is still said to be in the segment starting at seg_first. */
+static int
+dl_locate_same(uint64_t seq, uint64_t seg_first)
+{
+	size_t	 i;
+	int	 same = 0;
+
+	pthread_mutex_lock(&dl.seg_mtx);
+	for (i = dl.nsegs; i > 0; i--) {
+		if (dl.segs[i - 1]->first_seq <= seq) {
+			same = dl.segs[i - 1]->first_seq == seg_first &&
+			    seq <= dl.segs[i - 1]->last_seq;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dl.seg_mtx);
+	return same;
 }
 
 /* Makes a record's JSON form for a reader, or NULL if its data is not JSON. */
@@ -107,6 +152,7 @@ dl_read_job(struct dl_rjob *j)
 	const char		*why;
 	size_t			 bytes = 0;
 	uint64_t		 seq = j->after + 1, off, end, first, pos;
+	uint64_t		 seg_first, idx_next;
 	json_t			*list = json_array(), *r;
 	char			*name;
 	int			 fd, st, tries = 0;
@@ -122,7 +168,8 @@ dl_read_job(struct dl_rjob *j)
 	}
 	while (json_array_size(list) < j->limit && seq <= j->upto &&
 	    (bytes < j->max_bytes || json_array_size(list) == 0)) {
-		if (dl_locate(seq, &name, &off, &end, &first) != 0) {
+		if (dl_locate(seq, &name, &off, &end, &first, &seg_first,
+		    &idx_next) != 0) {
 			if (seq < first) {
 				j->page.gap = 1;
 				seq = first;
@@ -152,6 +199,8 @@ dl_read_job(struct dl_rjob *j)
 				j->error = EIO;
 				break;
 			}
+			if (pos >= idx_next)
+				idx_next = dl_learn(seg_first, rec.seq, pos);
 			if (rec.seq < seq)
 				continue;
 			if ((r = dl_record_json(&rec)) == NULL) {
@@ -166,6 +215,16 @@ dl_read_job(struct dl_rjob *j)
 			if (json_array_size(list) >= j->limit || seq > j->upto ||
 			    bytes >= j->max_bytes)
 				break;
+		}
+		/*
+		 * The table says the segment holds seq: if its end came first,
+		 * records are missing (a segment the start did not read).
+		 */
+		if (j->error == 0 && pos >= end && seq <= j->upto &&
+		    dl_locate_same(seq, seg_first)) {
+			log_error("disk log: %s/%s ends before seq %" PRIu64
+			    ", which it should hold", dl.dir, name, seq);
+			j->error = EIO;
 		}
 		logscan_reader_release(&rd);
 		close(fd);

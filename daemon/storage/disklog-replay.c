@@ -46,18 +46,24 @@ struct dl_replay {
 	struct dl_seg	*seg;
 	struct dl_pa	*pa;		/* parse-ahead, or NULL */
 	uint64_t	 snap_seq;
+	uint64_t	 covered;	/* by the snapshot and the chain's head */
 	uint64_t	 count;
 	uint64_t	 ahead;		/* payloads the helper parsed */
 	char		*why;		/* a module refused a record */
 };
 
-/* True if the helper checked the record with seq at off (logscan). */
+/*
+ * True if the record with seq at off needs no checksum (logscan): the
+ * helper checked it, or the snapshot and the chain's head cover it (it
+ * makes no state, and is checked when read, like the segments a start
+ * does not read; its place in the seq order is still checked).
+ */
 static int
 dl_pa_checked(void *arg, uint64_t seq, uint64_t off)
 {
 	struct dl_replay	*rp = arg;
 
-	return dl_pa_slot(rp->pa, seq, off) != NULL;
+	return seq <= rp->covered || dl_pa_slot(rp->pa, seq, off) != NULL;
 }
 
 /* logscan callback: indexes a record and replays it into its module. */
@@ -111,6 +117,54 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 }
 
 /*
+ * A segment the snapshot (and the chain's head) wholly covers, followed by
+ * the next one, holds nothing the state needs: it stays for
+ * log.read, and only its header is read, so a start does not follow the
+ * size of what the log keeps. Its records' checksums are checked when they
+ * are read (disklog-read.c, which also indexes it then) and by `gbrctl
+ * log verify`. Returns the table entry, or NULL when the segment must be
+ * scanned (not covered, a header that does not match). Sealed or not
+ * (with [log] fsync off none is): damage anywhere in it is found by its
+ * readers, who never take it for the end of the records.
+ */
+static struct dl_seg *
+dl_covered_segment(const struct logscan_dir *d, size_t i, uint64_t covered)
+{
+	struct logfmt_seghdr	 hdr;
+	struct dl_seg		*s;
+	struct stat		 sb;
+	unsigned char		 buf[LOGFMT_HEADER_SIZE];
+	const char		*why;
+	uint64_t		 next;
+	int			 fd;
+
+	if (i + 1 >= d->nsegs)
+		return NULL;
+	next = d->segs[i + 1].seq;
+	if (next <= d->segs[i].seq || next - 1 > covered)
+		return NULL;
+	fd = openat(dl.dirfd, d->segs[i].name, O_RDONLY | O_CLOEXEC |
+	    O_NOFOLLOW);
+	if (fd == -1)
+		return NULL;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (uint64_t)sb.st_size < LOGFMT_HEADER_SIZE ||
+	    logscan_pread(fd, buf, sizeof buf, 0) != (long long)sizeof buf ||
+	    logfmt_seghdr_decode(buf, sizeof buf, &hdr, &why) != LOGFMT_OK ||
+	    hdr.first_seq != d->segs[i].seq ||
+	    (dl.log_id != 0 && hdr.log_id != dl.log_id)) {
+		close(fd);
+		return NULL;
+	}
+	close(fd);
+	if (dl.log_id == 0)
+		dl.log_id = hdr.log_id;
+	s = dl_seg_new(d->segs[i].name, d->segs[i].seq, (uint64_t)sb.st_size);
+	s->last_seq = next - 1;
+	return s;
+}
+
+/*
  * Scans every segment in order, replaying records after the snapshot; cuts
  * a torn tail; refuses (or repairs) any other damage.
  */
@@ -121,7 +175,7 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 	struct dl_replay	 rp;
 	struct dl_seg		*s;
 	struct stat		 sb;
-	uint64_t		 need = 0, good, limit_first, total;
+	uint64_t		 need = 0, good, limit_first, total, covered;
 	size_t			 i, first = 0;
 	char			*why;
 	int			 fd, last;
@@ -150,6 +204,9 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 			    d->segs[first].name);
 		first++;
 	}
+	covered = dl.snap_seq;
+	if (dl.opts.chain && dl.chain.seq < covered)
+		covered = dl.chain.seq;
 	for (i = first; i < d->nsegs; i++) {
 		last = i + 1 == d->nsegs;
 		good = need > 0 ? need - 1 : dl.snap_seq;
@@ -175,15 +232,22 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 			dl_dir_cut(d, i);
 			break;
 		}
+		if ((s = dl_covered_segment(d, i, covered)) != NULL) {
+			dl_seg_push(s);
+			need = s->last_seq + 1;
+			dl.skipped_segs++;
+			continue;
+		}
 		s = dl_seg_new(d->segs[i].name, d->segs[i].seq, 0);
 		memset(&rp, 0, sizeof rp);
 		rp.seg = s;
 		rp.snap_seq = dl.snap_seq;
+		rp.covered = covered;
 		rp.pa = dl_pa_start(d->segs[i].name, d->segs[i].seq,
-		    dl.snap_seq);
+		    dl.snap_seq, covered);
 		logscan_segment_trusting(dl.dirfd, d->segs[i].name, dl.log_id,
-		    d->segs[i].seq, last, dl_replay_cb, rp.pa != NULL ?
-		    dl_pa_checked : NULL, &rp, &res);
+		    d->segs[i].seq, last, dl_replay_cb, dl_pa_checked, &rp,
+		    &res);
 		dl_pa_end(rp.pa);
 		dl.replayed += rp.count;
 		dl.replayed_ahead += rp.ahead;

@@ -310,10 +310,11 @@ disklog_status(void)
 	    json_integer((json_int_t)dl.snaps_failed));
 	json_object_set_new(st, "side_files", json_pack("{s:I, s:I}", "files",
 	    (json_int_t)side_files, "bytes", (json_int_t)side_bytes));
-	json_object_set_new(st, "replay", json_pack("{s:I, s:I, s:I, s:I}",
-	    "records", (json_int_t)dl.replayed, "ms", (json_int_t)dl.replay_ms,
-	    "snapshot_seq", (json_int_t)dl.restored_seq, "parsed_ahead",
-	    (json_int_t)dl.replayed_ahead));
+	json_object_set_new(st, "replay", json_pack("{s:I, s:I, s:I, s:I, "
+	    "s:I}", "records", (json_int_t)dl.replayed, "ms",
+	    (json_int_t)dl.replay_ms, "snapshot_seq", (json_int_t)dl.restored_seq,
+	    "parsed_ahead", (json_int_t)dl.replayed_ahead, "segments_unread",
+	    (json_int_t)dl.skipped_segs));
 	json_object_set_new(st, "torn_tail", dl.torn != NULL ?
 	    json_incref(dl.torn) : json_null());
 	json_object_set_new(st, "repaired", dl.repaired != NULL ?
@@ -464,6 +465,7 @@ disklog_open(struct event_base *base, const char *state,
 	dl.epoch = 1;
 	dl.prev_shutdown = NULL;
 	dl.replayed = dl.replay_ms = dl.restored_seq = dl.replayed_ahead = 0;
+	dl.skipped_segs = 0;
 	dl.snap_seq = dl.snap_bytes = dl.disk_bytes = 0;
 	dl.log_id = 0;
 	dl.w_good_seq = 0;
@@ -575,6 +577,9 @@ disklog_open(struct event_base *base, const char *state,
 	    pthread_create(&dl.reader, NULL, dl_reader_main, NULL) != 0)
 		fatalx("cannot start the disk log threads");
 	dl.is_open = 1;
+	/* What the replay parsed and freed goes back: a wave, once. */
+	if (dl.replayed > 0)
+		osdep_memory_trim();
 	dl.replay_ms = (uint64_t)clock_mono_ms() - t0;
 	snprintf(buf, sizeof buf, "%016" PRIx64, dl.log_id);
 	log_info("disk log %s (id %s): %zu segment%s, %" PRIu64 " bytes, next "
