@@ -294,3 +294,191 @@ def test_what_a_snapshot_dropped_is_gone_and_said(make_daemon, tmpdir_short):
     assert "can no longer be rewound" in p.stdout, p.stdout
     ok(rewind(w, seq=mid))
     assert get(w, "new.txt") is None and get(w, "old.txt") == "old\n"
+
+
+# Rewinding the conversation (session.rewind with conversation: true).
+
+PAD_CONF = "[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n"
+
+
+def conv_world(make_daemon, fake, tmpdir_short, config=""):
+    """A session on a fake model: turn 1 writes a.txt (v1), turn 2 writes
+    it again (v2); each answers with a text the tests look for."""
+    d = os.path.join(tmpdir_short, "cws")
+    os.makedirs(d)
+    agent.profile(d, "[env]\nautonomy = full\n")
+    fake.push({"tool_calls": [{"name": "write_file", "args": {
+        "path": "a.txt", "content": "v1\n"}}]}, {"text": "answer-one"},
+        {"tool_calls": [{"name": "write_file", "args": {
+            "path": "a.txt", "content": "v2\n"}}]}, {"text": "answer-two"})
+    dm = make_daemon(config=agent.conf(fake, "openai", config),
+                     env={agent.KEYVAR["openai"]: agent.KEY})
+    c, sid = agent.session(dm, d, name="cv")
+    agent.run_turn(c, sid, "first question")
+    agent.run_turn(c, sid, "second question")
+    return {"d": dm, "c": c, "sid": sid, "ws": d}
+
+
+def reattach(w):
+    """A new connection attached to the session (after a restart)."""
+    c = w["d"].conn()
+    ok(c.call("session.attach", {"session": w["sid"]}))
+    return c
+
+
+def last_request(fake):
+    return fake.llm_requests()[-1]
+
+
+def next_turn(w, fake, text):
+    """Runs a turn; returns what the model was sent for it."""
+    n = len(fake.llm_requests())
+    agent.run_turn(w["c"], w["sid"], text)
+    assert len(fake.llm_requests()) == n + 1
+    return last_request(fake)
+
+
+def seen_by_model(req):
+    """What of the test's texts a request carries."""
+    body = req.raw.decode()
+    return [t for t in ("first question", "answer-one", "second question",
+                        "answer-two", "v2\\n", "third question",
+                        "fourth question") if t in body]
+
+
+def test_conversation_rewind_drops_the_later_messages(make_daemon, fake,
+                                                      tmpdir_short):
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    before = agent.history(c, sid)
+    assert len(before) == 8, before
+    # The dry run says what would go, and changes nothing.
+    dry = ok(rewind(w, turn=2, dry_run=True, conversation=True))
+    assert dry["conversation"]["messages"] == 4, dry
+    assert dry["conversation"]["first_user"] == "second question"
+    assert [x["path"] for x in dry["changes"]] == ["a.txt"]
+    assert get(w, "a.txt") == "v2\n"
+    assert agent.history(c, sid) == before
+    r = ok(rewind(w, turn=2, conversation=True))
+    assert [x["path"] for x in r["changes"]] == ["a.txt"]
+    assert r["conversation"]["messages"] == 4
+    assert r["conversation"]["from_turn"] == 2
+    assert r["conversation"]["seq"] == r["seq"] + 1
+    assert get(w, "a.txt") == "v1\n"
+    # The history keeps everything, and says what happened.
+    after = agent.history(c, sid)
+    assert after[:8] == before
+    mark = after[8]
+    assert mark["role"] == "rewind" and mark["messages"] == 4
+    assert mark["to_seq"] == before[4]["seq"] - 1
+    assert before[4]["content"] == "second question"
+    assert mark["who"]["uid"] == os.getuid()
+    evs = agent.wait_for(c, lambda p: p["type"] == "conversation.rewound")
+    assert evs[0]["to_seq"] == mark["to_seq"], evs
+    # The next turn's request holds turn 1, not turn 2.
+    fake.push({"text": "answer-three"})
+    req = next_turn(w, fake, "third question")
+    assert seen_by_model(req) == ["first question", "answer-one",
+                                  "third question"], req.raw
+    assert req.user_texts() == ["first question", "third question"]
+    # The same after kill -9 and a restart (the cut is replayed).
+    w["d"].kill9()
+    w["d"].start()
+    w["c"] = reattach(w)
+    fake.push({"text": "answer-four"})
+    req = next_turn(w, fake, "fourth question")
+    assert req.user_texts() == ["first question", "third question",
+                                "fourth question"]
+    assert "answer-two" not in req.raw.decode()
+    assert "answer-three" in req.raw.decode()
+
+
+def test_conversation_rewind_alone_by_seq_and_twice(make_daemon, fake,
+                                                    tmpdir_short):
+    """A turn that changed no file: the conversation alone is rewound.
+    --to SEQ cuts after that event; a later cut to an earlier point also
+    drops what the first one kept."""
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    fake.push({"text": "answer-three"})
+    next_turn(w, fake, "third question")
+    r = ok(rewind(w, turn=3, conversation=True))
+    assert r["changes"] == [] and r["conversation"]["messages"] == 2, r
+    assert "undo_to_seq" not in r
+    assert get(w, "a.txt") == "v2\n"
+    fake.push({"text": "answer-four"})
+    req = next_turn(w, fake, "fourth question")
+    assert req.user_texts() == ["first question", "second question",
+                                "fourth question"], req.raw
+    assert "answer-three" not in req.raw.decode()
+    # Nothing after the last message: not_found, nothing recorded.
+    h = agent.history(c, sid)
+    r = rewind(w, seq=h[-1]["seq"], conversation=True)
+    assert r["error"]["data"]["kind"] == "not_found", r
+    assert agent.history(c, sid) == h
+    # After turn 1's last message (h[3]): turn 2's file goes back too.
+    assert h[3]["content"] == "answer-one"
+    r = ok(rewind(w, seq=h[3]["seq"], conversation=True))
+    assert [x["path"] for x in r["changes"]] == ["a.txt"]
+    assert r["conversation"]["messages"] == 6, r
+    assert get(w, "a.txt") == "v1\n"
+    fake.push({"text": "answer-five"})
+    req = next_turn(w, fake, "fifth question")
+    assert seen_by_model(req) == ["first question", "answer-one"], req.raw
+    assert req.user_texts() == ["first question", "fifth question"]
+    # Back to before turn 1: everything goes, what the cuts kept too.
+    r = ok(rewind(w, turn=1, conversation=True))
+    assert r["conversation"]["messages"] == 6, r
+    assert r["conversation"]["first_user"] == "first question"
+    fake.push({"text": "answer-six"})
+    req = next_turn(w, fake, "sixth question")
+    assert req.user_texts() == ["sixth question"], req.raw
+
+
+def test_conversation_rewind_refused_while_a_turn_runs(make_daemon, fake,
+                                                       tmpdir_short):
+    import threading
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    hold = threading.Event()
+    fake.push({"text": "slow", "hold": hold})
+    agent.send(c, sid, "third question")
+    fake.wait_requests(5)
+    n = len(agent.history(c, sid))
+    for dry in (True, False):
+        r = rewind(w, turn=2, conversation=True, dry_run=dry)
+        assert r["error"]["data"]["kind"] == "busy", r
+        assert "while a turn runs" in r["error"]["message"]
+    assert get(w, "a.txt") == "v2\n"           # nothing was done
+    hold.set()
+    agent.wait_for(c, agent.turn_end(3))
+    assert len(agent.history(c, sid)) == n + 1  # the answer only
+    ok(rewind(w, turn=2, conversation=True))
+
+
+def test_conversation_rewind_survives_a_snapshot(make_daemon, fake,
+                                                 tmpdir_short):
+    """The cut is a history message: a disk log snapshot keeps it in the
+    history's side file, and the history read back from it after a
+    restart still leaves the dropped messages out."""
+    w = conv_world(make_daemon, fake, tmpdir_short, config=PAD_CONF)
+    c, sid = w["c"], w["sid"]
+    ok(rewind(w, turn=2, conversation=True))
+    for i in range(2500):
+        assert "result" in c.call("log.append", {"type": "user.pad", "data": {
+            "i": i, "pad": "p" * 300}})
+    w["d"].kill9()
+    logdir = os.path.join(w["d"].state, "log")
+    sides = [f for f in os.listdir(logdir) if f.startswith("hist-")]
+    assert sides, os.listdir(logdir)
+    with open(os.path.join(logdir, sides[0])) as f:
+        assert '"role":"rewind"' in f.read()
+    w["d"].start()
+    w["c"] = reattach(w)
+    fake.push({"text": "answer-three"})
+    req = next_turn(w, fake, "third question")
+    assert req.user_texts() == ["first question", "third question"], req.raw
+    assert "answer-two" not in req.raw.decode()
+    # Still there for a person to read.
+    roles = [m["role"] for m in agent.history(w["c"], sid)]
+    assert roles.count("rewind") == 1 and len(roles) == 11, roles
