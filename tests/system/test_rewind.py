@@ -482,3 +482,26 @@ def test_conversation_rewind_survives_a_snapshot(make_daemon, fake,
     # Still there for a person to read.
     roles = [m["role"] for m in agent.history(w["c"], sid)]
     assert roles.count("rewind") == 1 and len(roles) == 11, roles
+
+
+def test_gbrctl_rewind_conversation(make_daemon, fake, tmpdir_short):
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    d = w["d"]
+    p = d.ctl("rewind", "cv", "--turn", "2", "--conversation", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "restore a.txt" in p.stdout, p.stdout
+    assert "4 messages" in p.stdout and "second question" in p.stdout, \
+        p.stdout
+    assert get(w, "a.txt") == "v2\n"
+    p = d.ctl("rewind", "cv", "--turn", "2", "--conversation")
+    assert p.returncode == 0, p.stderr
+    assert "restored a.txt" in p.stdout, p.stdout
+    assert "dropped 4 messages" in p.stdout, p.stdout
+    p = d.ctl("--help")
+    assert "--conversation" in p.stdout + p.stderr
+    p = d.ctl("audit")
+    assert "rewound  the conversation by" in p.stdout, p.stdout
+    assert "4 message(s) after seq" in p.stdout, p.stdout
+    fake.push({"text": "answer-three"})
+    req = next_turn(w, fake, "third question")
+    assert req.user_texts() == ["first question", "third question"]
