@@ -6,6 +6,7 @@ through it); across kill -9 and a restart; a rewind of a rewind; from a
 second terminal; files the agent never touched left alone; the shadow
 store kept out of the workspace."""
 import os
+import re
 
 import test_agent as agent
 from test_agent import fake  # noqa: F401 (a fixture)
@@ -505,3 +506,66 @@ def test_gbrctl_rewind_conversation(make_daemon, fake, tmpdir_short):
     fake.push({"text": "answer-three"})
     req = next_turn(w, fake, "third question")
     assert req.user_texts() == ["first question", "third question"]
+
+
+def test_repl_offers_and_takes_the_conversation(make_daemon, fake,
+                                                tmpdir_short):
+    """In a terminal: /rewind N shows the diff and what the conversation
+    would lose, and "c" drops it too; /rewind N --conversation on a turn
+    that changed no file asks about the messages alone."""
+    import shutil
+    import pytest
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    from test_repl import GBR, Term, quit_repl
+    import uuid
+    import subprocess
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    server = "gbrt-" + uuid.uuid4().hex[:8]
+    try:
+        t = Term(server, "rw", w["d"].env, w["ws"])
+        t.keys("clear; %s" % GBR, "Enter")
+        t.wait(r"^gbr:cv>\s*$")
+        t.type("/rewind 2")
+        t.keys("Enter")
+        s = t.wait(r"undo these changes\? \[y/N, c: and drop the 4 later "
+                   r"messages\]")
+        assert "restore a.txt" in s, s
+        assert re.search(r'the conversation after seq \d+: 4 messages, from '
+                         r'"second question"', s), s
+        assert get(w, "a.txt") == "v2\n"
+        t.type("c")
+        t.keys("Enter")
+        s = t.wait(r"dropped 4 messages from the conversation")
+        assert "restored a.txt" in s
+        t.wait(r"\* conversation rewound: 4 messages after seq \d+ dropped")
+        assert get(w, "a.txt") == "v1\n"
+        assert [m["role"] for m in agent.history(c, sid)][-1] == "rewind"
+        # The next message from the REPL: the model has forgotten turn 2.
+        fake.push({"text": "answer-three"})
+        t.type("third question")
+        t.keys("Enter")
+        t.wait(r"answer-three")
+        assert last_request(fake).user_texts() == ["first question",
+                                                   "third question"]
+        # A turn that changed no file: the messages alone; "n" keeps them.
+        n = len(agent.history(c, sid))
+        t.type("/rewind 3 --conversation")
+        t.keys("Enter")
+        t.wait(r"drop these 2 messages from the conversation\? \[y/N\]")
+        t.type("n")
+        t.keys("Enter")
+        t.wait(r"^nothing was undone")
+        assert len(agent.history(c, sid)) == n
+        t.type("/rewind --conversation 3")
+        t.keys("Enter")
+        t.wait(r"drop these 2 messages from the conversation\? \[y/N\]\s*$")
+        t.type("y")
+        t.keys("Enter")
+        t.wait(r"dropped 2 messages from the conversation")
+        assert agent.history(c, sid)[-1]["role"] == "rewind"
+        quit_repl(t)
+    finally:
+        subprocess.run(["tmux", "-L", server, "kill-server"],
+                       capture_output=True)
