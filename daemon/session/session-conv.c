@@ -78,6 +78,25 @@ session_conversation(struct session *s)
 }
 
 /*
+ * True for a message the model is sent (what agent_conversation keeps):
+ * a user's, an answer of the agent (an assistant message with its step),
+ * or the result of a call one of those made (calls: call_id -> true). A
+ * person's own tool calls (tool.call) never reach the model.
+ */
+static int
+conv_sent(json_t *m, json_t *calls)
+{
+	const char	*cid = json_string_value(json_object_get(m, "call_id"));
+
+	if (conv_role(m, "user"))
+		return 1;
+	if (conv_role(m, "assistant"))
+		return json_is_integer(json_object_get(m, "step"));
+	return conv_role(m, "tool") && cid != NULL &&
+	    json_object_get(calls, cid) != NULL;
+}
+
+/*
  * Where turn begins in a view: 0 with *to the seq just before its first
  * message (the user's message that started it), or -1 if the view holds
  * nothing of that turn or a later one. A user message carries its turn
@@ -113,11 +132,11 @@ int
 session_conversation_plan(struct session *s, uint64_t turn, uint64_t seq,
     json_t **plan, struct gbr_error *err)
 {
-	json_t		*view, *m, *first = NULL;
+	json_t		*view, *m, *c, *calls, *first = NULL;
 	const char	*text;
 	char		*cut;
 	uint64_t	 to = seq;
-	size_t		 i, n = 0, len;
+	size_t		 i, k, n = 0, len;
 
 	*plan = NULL;
 	if (s->state == SESSION_RUNNING || s->state ==
@@ -136,14 +155,25 @@ session_conversation_plan(struct session *s, uint64_t turn, uint64_t seq,
 		    "conversation has no message of turn %llu or later: "
 		    "nothing to drop", (unsigned long long)turn);
 	}
+	calls = json_object();
 	json_array_foreach(view, i, m) {
-		if (conv_seq(m) <= to)
+		if (!conv_role(m, "assistant") ||
+		    !json_is_integer(json_object_get(m, "step")))
+			continue;
+		json_array_foreach(json_object_get(m, "tool_calls"), k, c)
+			if (json_is_string(json_object_get(c, "call_id")))
+				json_object_set(calls, json_string_value(
+				    json_object_get(c, "call_id")), json_true());
+	}
+	json_array_foreach(view, i, m) {
+		if (conv_seq(m) <= to || !conv_sent(m, calls))
 			continue;
 		n++;
 		if (first == NULL && conv_role(m, "user") &&
 		    json_object_get(m, "source") == NULL)
 			first = m;
 	}
+	json_decref(calls);
 	if (n == 0) {
 		json_decref(view);
 		return gbr_error_set(err, GBR_ERR_NOT_FOUND, NULL, "the "

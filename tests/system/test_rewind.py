@@ -436,6 +436,22 @@ def test_conversation_rewind_alone_by_seq_and_twice(make_daemon, fake,
     assert req.user_texts() == ["sixth question"], req.raw
 
 
+def test_a_persons_tool_calls_are_not_counted(make_daemon, fake,
+                                             tmpdir_short):
+    """A person's own tool.call is in the history but was never sent to
+    the model: after the last turn it is nothing to drop (not_found),
+    and it is not counted with a turn's messages."""
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    last = agent.history(c, sid)[-1]["seq"]
+    ok(call(w, "read_file", path="a.txt"))
+    assert len(agent.history(c, sid)) == 10
+    r = rewind(w, seq=last, conversation=True, dry_run=True)
+    assert r["error"]["data"]["kind"] == "not_found", r
+    r = ok(rewind(w, turn=2, conversation=True, dry_run=True))
+    assert r["conversation"]["messages"] == 4, r
+
+
 def test_conversation_rewind_refused_while_a_turn_runs(make_daemon, fake,
                                                        tmpdir_short):
     import threading
