@@ -17,12 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "session.h"
 #include "session-int.h"
 #include "utf8.h"
 #include "xmalloc.h"
 
 #define CONV_FIRST_MAX	120	/* bytes of the first dropped user message shown */
+#define CONV_MARK_BYTES	1024	/* more than a marker takes in the history */
 
 /* A history message's seq (0 if it has none). */
 static uint64_t
@@ -146,6 +148,16 @@ session_conversation_plan(struct session *s, uint64_t turn, uint64_t seq,
 		    "its conversation cannot be rewound while a turn runs; wait "
 		    "for the turn to end or cancel it", s->id,
 		    session_state_name(s->state));
+	/*
+	 * A full history would refuse the marker: say so before the files
+	 * are touched, not after.
+	 */
+	if (s->nhist + 1 > config_get()->session_history_messages ||
+	    s->hist_bytes + CONV_MARK_BYTES > config_get()->session_history_bytes)
+		return gbr_error_set(err, GBR_ERR_LIMIT_REACHED, json_pack(
+		    "{s:s}", "limit", "history"), "the history of session %s "
+		    "is full: its conversation cannot be rewound; start a new "
+		    "session", s->id);
 	if ((view = session_conversation(s)) == NULL)
 		return gbr_error_set(err, GBR_ERR_STORAGE, NULL, "the "
 		    "session's history cannot be read from the disk log");

@@ -452,6 +452,21 @@ def test_a_persons_tool_calls_are_not_counted(make_daemon, fake,
     assert r["conversation"]["messages"] == 4, r
 
 
+def test_a_full_history_refuses_before_the_files_change(make_daemon, fake,
+                                                       tmpdir_short):
+    """The marker would not fit in a full history: refused (limit_reached)
+    with nothing undone, rather than files rewound and messages kept."""
+    w = conv_world(make_daemon, fake, tmpdir_short,
+                   config="[session]\nhistory_messages = 8\n")
+    assert len(agent.history(w["c"], w["sid"])) == 8
+    r = rewind(w, turn=2, conversation=True)
+    assert r["error"]["data"]["kind"] == "limit_reached", r
+    assert "is full" in r["error"]["message"]
+    assert get(w, "a.txt") == "v2\n"
+    ok(rewind(w, turn=2))                      # the files alone still can
+    assert get(w, "a.txt") == "v1\n"
+
+
 def test_conversation_rewind_refused_while_a_turn_runs(make_daemon, fake,
                                                        tmpdir_short):
     import threading
