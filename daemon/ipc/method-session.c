@@ -475,7 +475,7 @@ method_session_conv_rewound(void *arg, int error, json_t *p)
 /*
  * The conversation part of session.rewind: 0 with *plan (new) what it
  * would drop, or NULL when nothing would be; -1 (answered) when it is
- * refused (busy).
+ * refused (busy, a full history, the history unreadable).
  */
 static int
 method_rewind_plan(struct request *req, struct session *s,
