@@ -253,6 +253,26 @@ ctl_audit_session(struct ctl_audit *a, const json_t *rec, const char *type,
 	if (session == NULL || (a->session != NULL &&
 	    strcmp(session, a->session) != 0))
 		return;
+	if (strcmp(type, "session.message") == 0 && et != NULL &&
+	    strcmp(et, "conversation.rewound") == 0) {
+		if (json_integer_value(json_object_get(rec, "ts_ms")) <
+		    a->since_ms)
+			return;
+		who = ctl_audit_who(json_object_get(d, "who"), NULL);
+		line = xasprintf("rewound  the conversation by %s: %lld "
+		    "message(s) after seq %lld dropped", who, (long long)
+		    json_integer_value(json_object_get(d, "messages")),
+		    (long long)json_integer_value(json_object_get(d,
+		    "to_seq")));
+		ctl_audit_out(a, rec, session, json_pack("{s:s, s:O?, s:O?, "
+		    "s:O?, s:O?}", "what", et, "to_seq", json_object_get(d,
+		    "to_seq"), "from_turn", json_object_get(d, "from_turn"),
+		    "messages", json_object_get(d, "messages"), "who",
+		    json_object_get(d, "who")), line);
+		free(who);
+		free(line);
+		return;
+	}
 	if (strcmp(type, "session.message") == 0) {
 		m = json_object_get(d, "message");
 		call_id = json_string_value(json_object_get(m, "call_id"));

@@ -5,7 +5,9 @@
  * lists what rewind knows: each call that changed files, with its seq,
  * turn and files. --dry-run prints the files and the diff that would
  * undo them. A refusal (a file someone changed after the agent did)
- * names the files and exits 1.
+ * names the files and exits 1. --conversation also drops the messages
+ * after that point from what the model is sent (the history keeps them,
+ * and a record that they were dropped); --dry-run says how many.
  */
 #include "gbr-config.h"
 
@@ -66,6 +68,38 @@ ctl_rewind_diff(const char *d)
 		printf("\n");
 		d = nl != NULL ? nl + 1 : NULL;
 	}
+}
+
+/* What a rewind did to the conversation, or would do (dry run). */
+static void
+ctl_rewind_conv(json_t *res, int dry)
+{
+	json_t		*cv = json_object_get(res, "conversation");
+	json_int_t	 n = json_integer_value(json_object_get(cv, "messages"));
+
+	if (json_is_string(json_object_get(res, "conversation_error"))) {
+		printf("the conversation was not rewound: ");
+		ctl_rewind_puts(json_string_value(json_object_get(res,
+		    "conversation_error")));
+		printf("\n");
+		return;
+	}
+	if (json_object_get(res, "conversation") == NULL)
+		return;
+	if (!json_is_object(cv)) {
+		printf("the conversation has nothing after that point\n");
+		return;
+	}
+	printf("%s %lld message%s from the conversation (after seq %lld)",
+	    dry ? "would drop" : "dropped", (long long)n, n == 1 ? "" : "s",
+	    (long long)json_integer_value(json_object_get(cv, "to_seq")));
+	if (json_is_string(json_object_get(cv, "first_user"))) {
+		printf(", from \"");
+		ctl_rewind_puts(json_string_value(json_object_get(cv,
+		    "first_user")));
+		printf("\"");
+	}
+	printf("\n");
 }
 
 /* The list of known changes. */
@@ -176,6 +210,7 @@ ctl_rewind(struct ctl *ctl, int argc, char **argv)
 				ctl_rewind_diff(json_string_value(
 				    json_object_get(c, "diff")));
 		}
+		ctl_rewind_conv(res, 1);
 	} else {
 		json_array_foreach(json_object_get(res, "changes"), i, c) {
 			printf("%s ", json_string_value(json_object_get(c,
@@ -193,12 +228,18 @@ ctl_rewind(struct ctl *ctl, int argc, char **argv)
 			    "why")));
 			printf("\n");
 		}
-		printf("rewound at seq %lld; to undo this rewind: gbrctl rewind "
-		    "%s --to %lld\n", (long long)json_integer_value(
-		    json_object_get(res, "seq")), session,
-		    (long long)json_integer_value(json_object_get(res,
-		    "undo_to_seq")));
-		r = json_array_size(json_object_get(res, "failed")) > 0 ?
+		ctl_rewind_conv(res, 0);
+		if (json_object_get(res, "undo_to_seq") != NULL)
+			printf("rewound at seq %lld; to undo this rewind: "
+			    "gbrctl rewind %s --to %lld\n", (long long)
+			    json_integer_value(json_object_get(res, "seq")),
+			    session, (long long)json_integer_value(
+			    json_object_get(res, "undo_to_seq")));
+		else
+			printf("rewound at seq %lld\n", (long long)
+			    json_integer_value(json_object_get(res, "seq")));
+		r = json_array_size(json_object_get(res, "failed")) > 0 ||
+		    json_object_get(res, "conversation_error") != NULL ?
 		    CTL_EXIT_ERROR : CTL_EXIT_OK;
 	}
 	json_decref(res);

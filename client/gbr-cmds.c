@@ -808,9 +808,10 @@ static const struct gbr_cmd gbr_cmds[] = {
 	    gbr_cmd_run, GBR_CMD_LINE },
 	{ "tool", NULL, "NAME [JSON]", "run any tool here as the agent would",
 	    gbr_cmd_tool, 0 },
-	{ "rewind", NULL, "[N | to SEQ]", "list the turns that changed files; "
-	    "N: show the diff that undoes turn N and later, then ask",
-	    gbr_cmd_rewind, 0 },
+	{ "rewind", NULL, "[N | to SEQ] [--conversation]", "list the turns "
+	    "that changed files; N: show the diff that undoes turn N and "
+	    "later, then ask (c, or --conversation: also drop the later "
+	    "messages from what the model sees)", gbr_cmd_rewind, 0 },
 	{ "approvals", NULL, "", "list the approvals waiting for a decision",
 	    gbr_cmd_approvals, 0 },
 	{ "approval", NULL, "ID", "show one, with its whole diff",

@@ -113,6 +113,7 @@ struct gbr {
 	char		*ask_id;	/* the approval the prompt asks about */
 	enum gbr_ask	 ask;
 	json_t		*rewind_ask;	/* the session.rewind asked about */
+	long long	 rewind_conv;	/* messages it would drop, or offers to */
 	char		*saved_line;	/* the half-typed line, put aside */
 	int		 in_editor;	/* an editor has the terminal */
 	char		*defer;		/* output held while it does */
@@ -205,6 +206,7 @@ void		 gbr_command(char *);
 /* gbr-rewind.c */
 void		 gbr_cmd_rewind(char *, char *);
 void		 gbr_rewind_answer(char *);
+void		 gbr_rewind_prompt(char *, size_t);
 void		 gbr_list(void);
 void		 gbr_tool_reply(const json_t *);
 /* 1 if an event belongs to our own /run or /tool (shown by its answer). */

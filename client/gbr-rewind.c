@@ -5,6 +5,8 @@
  * shows the diff that would undo it, and the prompt asks before anything
  * is undone. A file someone changed after the agent did is named, and
  * the question then says the rewind would undo that change too.
+ * "--conversation" also drops the later messages from what the model is
+ * sent; without it the question offers that too ("c"), saying how many.
  */
 #include "gbr-config.h"
 
@@ -75,17 +77,73 @@ gbr_rw_list(void)
 	json_decref(res);
 }
 
-/* /rewind N | /rewind to SEQ: the diff, then the question. */
+/*
+ * The conversation part of a dry run's reply, or NULL. Without asking
+ * for it (conv 0), a second dry run finds out quietly what the
+ * conversation would lose, so the question can offer it.
+ */
+static json_t *
+gbr_rw_conv(json_t *params, json_t *res, int conv)
+{
+	json_t	*p, *reply, *cv;
+	char	*cause;
+
+	if (conv) {
+		cv = json_object_get(res, "conversation");
+		return json_is_object(cv) ? json_incref(cv) : NULL;
+	}
+	p = json_deep_copy(params);
+	json_object_set_new(p, "dry_run", json_true());
+	json_object_set_new(p, "conversation", json_true());
+	if ((reply = client_call(G.cl, "session.rewind", p, GBR_CALL_MS,
+	    &cause)) == NULL) {
+		free(cause);
+		return NULL;
+	}
+	cv = json_object_get(json_object_get(reply, "result"), "conversation");
+	cv = json_is_object(cv) ? json_incref(cv) : NULL;
+	json_decref(reply);
+	return cv;
+}
+
+/* The question /rewind asks, in buf. */
+void
+gbr_rewind_prompt(char *buf, size_t size)
+{
+	json_t		*p = G.rewind_ask;
+	int		 files = json_is_true(json_object_get(p, "_files"));
+	int		 conv = json_is_true(json_object_get(p, "conversation"));
+	const char	*force = json_is_true(json_object_get(p, "force")) ?
+			    " (and the later ones named above)" : "";
+
+	if (conv && !files)
+		snprintf(buf, size, "drop these %lld messages from the "
+		    "conversation? [y/N] ", G.rewind_conv);
+	else if (conv)
+		snprintf(buf, size, "undo these changes%s and drop the %lld "
+		    "later messages? [y/N] ", force, G.rewind_conv);
+	else if (G.rewind_conv > 0)
+		snprintf(buf, size, "undo these changes%s? [y/N, c: and drop "
+		    "the %lld later messages] ", force, G.rewind_conv);
+	else
+		snprintf(buf, size, "undo these changes%s? [y/N] ", force);
+}
+
+/*
+ * /rewind N | /rewind to SEQ, each with --conversation or not: the diff
+ * (and what the conversation would lose), then the question.
+ */
 void
 gbr_cmd_rewind(char *arg, char *rest)
 {
 	struct gbr_capture	 cap;
 	struct render		 rd;
-	json_t			*params, *res, *c;
-	const char		*key = "turn", *num = arg;
-	char			*end, *e;
+	json_t			*params, *res, *c, *cv;
+	const char		*key = "turn", *num = NULL, *w;
+	char			*words, *end, *e, *sp;
 	long long		 n;
-	size_t			 i, nconf;
+	size_t			 i, nconf, nch;
+	int			 conv = 0, bad = 0;
 	FILE			*f;
 
 	if (G.session == NULL)
@@ -94,18 +152,35 @@ gbr_cmd_rewind(char *arg, char *rest)
 		gbr_rw_list();
 		return;
 	}
-	if (strcasecmp(arg, "to") == 0) {
-		key = "seq";
-		num = rest != NULL ? rest : "";
+	/* N, to SEQ and --conversation, in any order. */
+	words = xasprintf("%s %s", arg, rest != NULL ? rest : "");
+	for (sp = words; *(sp += strspn(sp, " \t")) != '\0'; ) {
+		w = sp;
+		sp += strcspn(sp, " \t");
+		if (*sp != '\0')
+			*sp++ = '\0';
+		if (strcmp(w, "--conversation") == 0)
+			conv = 1;
+		else if (strcasecmp(w, "to") == 0 && num == NULL)
+			key = "seq";
+		else if (num == NULL)
+			num = w;
+		else
+			bad = 1;
 	}
-	n = strtoll(num, &end, 10);
-	if (*num == '\0' || *end != '\0' || n < 0 || (n == 0 &&
-	    *key == 't')) {
-		gbr_say("usage: /rewind [N | to SEQ] (N: a turn)\n");
+	n = num != NULL ? strtoll(num, &end, 10) : -1;
+	if (bad || num == NULL || *num == '\0' || *end != '\0' || n < 0 ||
+	    (n == 0 && *key == 't')) {
+		gbr_say("usage: /rewind [N | to SEQ] [--conversation] (N: a "
+		    "turn; --conversation: also drop the later messages)\n");
+		free(words);
 		return;
 	}
+	free(words);
 	params = json_pack("{s:s, s:I}", "session", G.session, key,
 	    (json_int_t)n);
+	if (conv)
+		json_object_set_new(params, "conversation", json_true());
 	json_object_set_new(params, "dry_run", json_true());
 	if ((res = gbr_call("session.rewind", json_deep_copy(params), NULL,
 	    0)) == NULL) {
@@ -114,6 +189,8 @@ gbr_cmd_rewind(char *arg, char *rest)
 	}
 	json_object_del(params, "dry_run");
 	nconf = json_array_size(json_object_get(res, "conflicts"));
+	nch = json_array_size(json_object_get(res, "changes"));
+	cv = nch > 0 || conv ? gbr_rw_conv(params, res, conv) : NULL;
 	if ((f = gbr_capture(&cap)) != NULL) {
 		rd = G.rd;
 		rd.out = f;
@@ -135,9 +212,23 @@ gbr_cmd_rewind(char *arg, char *rest)
 			    "rewind would undo that change too\n", e);
 			free(e);
 		}
+		if (cv != NULL) {
+			e = gbr_rw_esc(json_object_get(cv, "first_user"),
+			    RENDER_ESC_BACKSLASH | RENDER_ESC_CODES);
+			fprintf(f, "the conversation after seq %lld: %lld "
+			    "message%s%s%s%s\n", (long long)json_integer_value(
+			    json_object_get(cv, "to_seq")), (long long)
+			    json_integer_value(json_object_get(cv, "messages")),
+			    json_integer_value(json_object_get(cv, "messages"))
+			    == 1 ? "" : "s", *e != '\0' ? ", from \"" : "", e,
+			    *e != '\0' ? "\"" : "");
+			free(e);
+		} else if (conv)
+			fprintf(f, "the conversation has nothing after that "
+			    "point\n");
 		gbr_capture_end(&cap);
 	}
-	if (json_array_size(json_object_get(res, "changes")) == 0) {
+	if (nch == 0 && cv == NULL) {
 		gbr_say("every file is already as it was: nothing to undo\n");
 		json_decref(params);
 		json_decref(res);
@@ -145,6 +236,13 @@ gbr_cmd_rewind(char *arg, char *rest)
 	}
 	if (nconf > 0)
 		json_object_set_new(params, "force", json_true());
+	/* Whether files change: the question says what it undoes. */
+	json_object_set_new(params, "_files", json_boolean(nch > 0));
+	if (conv && cv == NULL)
+		json_object_del(params, "conversation");
+	G.rewind_conv = cv != NULL ? json_integer_value(json_object_get(cv,
+	    "messages")) : 0;
+	json_decref(cv);
 	json_decref(G.rewind_ask);
 	G.rewind_ask = params;
 	G.ask = ASK_REWIND;
@@ -156,7 +254,7 @@ gbr_cmd_rewind(char *arg, char *rest)
 void
 gbr_rewind_answer(char *line)
 {
-	json_t	*params = G.rewind_ask, *res, *c;
+	json_t	*params = G.rewind_ask, *res, *c, *cv;
 	size_t	 i;
 	char	*e;
 
@@ -164,12 +262,16 @@ gbr_rewind_answer(char *line)
 	G.ask = ASK_NONE;
 	if (params == NULL)
 		return;
-	if (strcasecmp(line, "y") != 0 && strcasecmp(line, "yes") != 0) {
+	if (G.rewind_conv > 0 && strcasecmp(line, "c") == 0 &&
+	    !json_is_true(json_object_get(params, "conversation")))
+		json_object_set_new(params, "conversation", json_true());
+	else if (strcasecmp(line, "y") != 0 && strcasecmp(line, "yes") != 0) {
 		gbr_say("nothing was undone\n");
 		json_decref(params);
 		gbr_ask_update();
 		return;
 	}
+	json_object_del(params, "_files");
 	if ((res = gbr_call("session.rewind", params, NULL, 0)) != NULL) {
 		json_array_foreach(json_object_get(res, "changes"), i, c) {
 			e = gbr_rw_esc(json_object_get(c, "path"),
@@ -184,9 +286,19 @@ gbr_rewind_answer(char *line)
 			gbr_say("! not restored: %s\n", e);
 			free(e);
 		}
-		gbr_say("rewound (/rewind to %lld undoes this rewind)\n",
-		    (long long)json_integer_value(json_object_get(res,
-		    "undo_to_seq")));
+		cv = json_object_get(res, "conversation");
+		if (json_is_object(cv))
+			gbr_say("dropped %lld message%s from the conversation "
+			    "(the history keeps them)\n", (long long)
+			    json_integer_value(json_object_get(cv, "messages")),
+			    json_integer_value(json_object_get(cv, "messages"))
+			    == 1 ? "" : "s");
+		if (json_is_string(json_object_get(res, "conversation_error")))
+			gbr_say("! the conversation was not rewound\n");
+		if (json_object_get(res, "undo_to_seq") != NULL)
+			gbr_say("rewound (/rewind to %lld undoes this rewind of "
+			    "the files)\n", (long long)json_integer_value(
+			    json_object_get(res, "undo_to_seq")));
 		json_decref(res);
 	}
 	gbr_ask_update();

@@ -83,9 +83,7 @@ gbr_prompt(void *arg)
 		snprintf(G.prompt, sizeof G.prompt,
 		    "reason for denying (Enter for none)> ");
 	else if (G.ask == ASK_REWIND)
-		snprintf(G.prompt, sizeof G.prompt, "undo these changes%s? "
-		    "[y/N] ", json_is_true(json_object_get(G.rewind_ask,
-		    "force")) ? " (and the later ones named above)" : "");
+		gbr_rewind_prompt(G.prompt, sizeof G.prompt);
 	else if (G.block != NULL)
 		/* A line of a block: "...>" under the label's "gbr:ID>". */
 		snprintf(G.prompt, sizeof G.prompt, "%*s> ", (int)strlen(G.label),

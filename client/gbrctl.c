@@ -74,10 +74,12 @@ static const struct cmd cmds[] = {
 	    ctl_session_attach, CMD_CONNECT, 1, 4 },
 	{ "history", "[--limit N] SESSION", "print a session's messages",
 	    ctl_session_history, CMD_CONNECT, 1, 4 },
-	{ "rewind", "SESSION [--turn N | --to SEQ] [--dry-run] [--force]",
-	    "undo what the agent changed in the workspace from turn N on, or "
-	    "after seq SEQ (--dry-run: show the diff); alone, list the "
-	    "changes", ctl_rewind, CMD_CONNECT | CMD_OWN_HELP, 1, 7 },
+	{ "rewind", "SESSION [--turn N | --to SEQ] [--dry-run] [--force] "
+	    "[--conversation]", "undo what the agent changed in the workspace "
+	    "from turn N on, or after seq SEQ (--dry-run: show the diff; "
+	    "--conversation: also drop the later messages from what the "
+	    "model sees); alone, list the changes", ctl_rewind,
+	    CMD_CONNECT | CMD_OWN_HELP, 1, 7 },
 	{ "audit", "[--session S] [--since TIME] [--json]", "who approved or "
 	    "denied what (client, uid, pid, terminal), what ran and how it "
 	    "ended, files changed, rewinds, grants, profile reloads",

@@ -218,7 +218,8 @@ render_event(struct render *r, const json_t *p)
 		return 1;
 	}
 	if (strcmp(type, "message") == 0 || strcmp(type, "tool.call") == 0 ||
-	    strcmp(type, "tool.result") == 0) {
+	    strcmp(type, "tool.result") == 0 ||
+	    strcmp(type, "conversation.rewound") == 0) {
 		render_message(r, json_object_get(p, "message"));
 		return 1;
 	}

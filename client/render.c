@@ -524,6 +524,14 @@ render_message(struct render *r, const json_t *m)
 		else if (content != NULL)
 			render_text(r, content, NULL, RENDER_SUMMARY);
 		fprintf(r->out, "%s\n", render_color(r, "reset"));
+	} else if (strcmp(role, "rewind") == 0) {
+		/* session.rewind with conversation: the messages stay shown. */
+		fprintf(r->out, "%s* conversation rewound: %lld message%s "
+		    "after seq %lld dropped from what the model sees%s\n", render_color(r, "dim"), (long long)
+		    json_integer_value(json_object_get(m, "messages")),
+		    json_integer_value(json_object_get(m, "messages")) == 1 ?
+		    "" : "s", (long long)json_integer_value(json_object_get(m,
+		    "to_seq")), render_color(r, "reset"));
 	} else
 		render_line(r, "dim", "[?] ", role);
 }

@@ -809,7 +809,7 @@ agent_step(struct agent_turn *t)
 		agent_kill(t);
 		return;
 	}
-	if ((msgs = session_messages(s, 0)) == NULL) {
+	if ((msgs = session_conversation(s)) == NULL) {
 		agent_end(t, s, "error", "storage_error", "the session's "
 		    "history cannot be read from the disk log", NULL);
 		return;
@@ -905,7 +905,7 @@ agent_recover(void)
 		if ((s = session_find(json_string_value(info))) == NULL ||
 		    session_state(s) != SESSION_AWAITING_APPROVAL)
 			continue;
-		if ((msgs = session_messages(s, 0)) == NULL)
+		if ((msgs = session_conversation(s)) == NULL)
 			continue;
 		agent_view(msgs, &v);
 		if (v.last == -1 || v.last < v.feedback) {

@@ -408,39 +408,129 @@ method_session_history(struct request *req, json_t *params)
 		method_session_history_ready(h, 0, NULL);
 }
 
-/* session.rewind's record is written: the answer. */
+/*
+ * A session.rewind in flight: its workspace part and its conversation
+ * part each answer once their record is written (in seq order); the
+ * reply goes once both did.
+ */
+struct method_rewind {
+	struct request	*req;
+	unsigned	 waiting;	/* records still to be written */
+	int		 error;		/* the first errno of a write */
+	json_t		*reply;
+};
+
+/* One part of a session.rewind is written (or not): reply after the last. */
+static void
+method_rewind_part(struct method_rewind *mr, int error)
+{
+	if (error != 0 && mr->error == 0)
+		mr->error = error;
+	if (--mr->waiting > 0)
+		return;
+	if (mr->error != 0)
+		method_session_done(mr->req, mr->error, NULL);
+	else
+		request_reply(mr->req, json_incref(mr->reply));
+	json_decref(mr->reply);
+	free(mr);
+}
+
+/* The workspace.rewound record is written. */
 static void
 method_session_rewound(void *arg, int error, json_t *p)
 {
-	struct request	*req = arg;
-	json_int_t	 seq;
+	struct method_rewind	*mr = arg;
+	json_int_t		 seq;
 
-	if (error != 0) {
-		method_session_done(req, error, NULL);
-		return;
+	if (error == 0) {
+		seq = json_integer_value(json_object_get(p, "seq"));
+		json_object_set_new(mr->reply, "seq", json_integer(seq));
+		json_object_set(mr->reply, "changes", json_object_get(p,
+		    "changes"));
+		if (json_object_get(p, "failed") != NULL)
+			json_object_set(mr->reply, "failed", json_object_get(p,
+			    "failed"));
+		json_object_set_new(mr->reply, "undo_to_seq",
+		    json_integer(seq - 1));
 	}
-	seq = json_integer_value(json_object_get(p, "seq"));
-	request_reply(req, json_pack("{s:I, s:O, s:O?, s:I}", "seq", seq,
-	    "changes", json_object_get(p, "changes"), "failed",
-	    json_object_get(p, "failed"), "undo_to_seq", seq - 1));
+	method_rewind_part(mr, error);
+}
+
+/* The conversation.rewound record is written. */
+static void
+method_session_conv_rewound(void *arg, int error, json_t *p)
+{
+	struct method_rewind	*mr = arg;
+
+	if (error == 0) {
+		json_object_set(mr->reply, "conversation", p);
+		if (json_object_get(mr->reply, "seq") == NULL)
+			json_object_set(mr->reply, "seq", json_object_get(p,
+			    "seq"));
+	}
+	method_rewind_part(mr, error);
 }
 
 /*
- * session.rewind {session, turn | seq, dry_run?, force?}: undoes what
- * the agent changed in the workspace from a turn on, or after a seq
- * (rewind.h).
+ * The conversation part of session.rewind: 0 with *plan (new) what it
+ * would drop, or NULL when nothing would be; -1 (answered) when it is
+ * refused (busy, a full history, the history unreadable).
+ */
+static int
+method_rewind_plan(struct request *req, struct session *s,
+    const struct rewind_req *rq, json_t **plan)
+{
+	struct gbr_error	 err;
+
+	*plan = NULL;
+	if (session_conversation_plan(s, rq->turn, rq->seq, plan, &err) == 0)
+		return 0;
+	if (err.kind == GBR_ERR_NOT_FOUND) {
+		gbr_error_clear(&err);
+		return 0;
+	}
+	method_session_fail(req, &err);
+	return -1;
+}
+
+/*
+ * The workspace had nothing to undo (err) and the conversation has plan:
+ * true if the conversation goes on alone. A turn whose start a disk log
+ * snapshot did not drop has no change rewind could have lost, so "gone"
+ * for it means nothing to undo as well.
+ */
+static int
+method_rewind_alone(const struct rewind_req *rq, json_t *plan,
+    struct gbr_error *err)
+{
+	if (plan == NULL)
+		return 0;
+	if (err->kind == GBR_ERR_NOT_FOUND)
+		return 1;
+	return err->kind == GBR_ERR_GONE && rq->turn != 0 &&
+	    json_integer_value(json_object_get(plan, "to_seq")) >=
+	    json_integer_value(json_object_get(err->data, "floor"));
+}
+
+/*
+ * session.rewind {session, turn | seq, dry_run?, force?, conversation?}:
+ * undoes what the agent changed in the workspace from a turn on, or after
+ * a seq (rewind.h), then with conversation drops the later messages from
+ * what the model sees (session_conversation_rewind).
  */
 void
 method_session_rewind(struct request *req, json_t *params)
 {
 	static const char *const keys[] = { "session", "turn", "seq",
 	    "dry_run", "force", "conversation", NULL };
+	struct method_rewind	*mr;
 	struct rewind_req	 rq;
 	struct gbr_error	 err;
 	struct session		*s;
 	json_int_t		 turn = 0, seq = -1;
-	int			 dry = 0, force = 0, conv = 0;
-	json_t			*result;
+	int			 dry = 0, force = 0, conv = 0, r;
+	json_t			*result, *plan = NULL;
 
 	if (params_only(req, params, keys) != 0 ||
 	    params_integer(req, params, "turn", 0, 1, INT64_MAX, &turn) != 0 ||
@@ -454,12 +544,6 @@ method_session_rewind(struct request *req, json_t *params)
 		    "field", "turn"), "exactly one of turn and seq is needed");
 		return;
 	}
-	if (conv) {
-		request_error(req, GBR_ERR_UNAVAILABLE, json_pack("{s:s}",
-		    "field", "conversation"), "rewinding the conversation is "
-		    "not implemented yet; rewind the workspace without it");
-		return;
-	}
 	if ((s = method_session_lookup(req, params, 1)) == NULL)
 		return;
 	memset(&rq, 0, sizeof rq);
@@ -467,12 +551,69 @@ method_session_rewind(struct request *req, json_t *params)
 	rq.seq = seq < 0 ? 0 : (uint64_t)seq;
 	rq.dry_run = dry;
 	rq.force = force;
+	if (conv && method_rewind_plan(req, s, &rq, &plan) != 0)
+		return;
 	rq.who = request_who(req);
-	if (rewind_run(s, &rq, &result, method_session_rewound, req,
-	    &err) != 0)
+	mr = xcalloc(1, sizeof *mr);
+	mr->req = req;
+	mr->reply = json_object();
+	mr->waiting = 1;
+	r = rewind_run(s, &rq, &result, method_session_rewound, mr, &err);
+	if (r != 0 && !(conv && method_rewind_alone(&rq, plan, &err))) {
+		if (conv && plan == NULL && err.kind == GBR_ERR_NOT_FOUND) {
+			gbr_error_clear(&err);
+			gbr_error_set(&err, GBR_ERR_NOT_FOUND, NULL, "neither "
+			    "the workspace nor the conversation has anything "
+			    "after that point: nothing to undo");
+		}
 		method_session_fail(req, &err);
-	else if (result != NULL)
+		goto out;
+	}
+	if (r != 0) {
+		/* The conversation alone. */
+		gbr_error_clear(&err);
+		json_object_set_new(mr->reply, "changes", json_array());
+		if (dry)
+			result = json_pack("{s:b, s:[], s:[]}", "dry_run", 1,
+			    "changes", "conflicts");
+		mr->waiting = 0;
+	}
+	if (dry) {
+		if (conv)
+			json_object_set(result, "conversation", plan != NULL ?
+			    plan : json_null());
 		request_reply(req, result);
+		goto out;
+	}
+	if (plan != NULL) {
+		/*
+		 * At once after the workspace's record, before any other
+		 * request can start a turn whose messages it would cut.
+		 */
+		mr->waiting++;
+		if (session_conversation_rewind(s, plan, rq.who,
+		    method_session_conv_rewound, mr, &err) != 0) {
+			mr->waiting--;
+			if (mr->waiting == 0) {
+				method_session_fail(req, &err);
+				goto out;
+			}
+			/* The files are rewound: say what of it is not. */
+			log_warn("session %s: the conversation was not rewound: "
+			    "%s", session_id(s), err.message);
+			json_object_set_new(mr->reply, "conversation_error",
+			    json_string(err.message));
+			gbr_error_clear(&err);
+		}
+	} else if (conv)
+		json_object_set_new(mr->reply, "conversation", json_null());
+	json_decref(plan);
+	json_decref(rq.who);
+	return;
+out:
+	json_decref(mr->reply);
+	free(mr);
+	json_decref(plan);
 	json_decref(rq.who);
 }
 

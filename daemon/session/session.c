@@ -415,7 +415,10 @@ session_send(struct session *s, const char *text, const char *request_id,
 		    s->id, s->nhist);
 	/* The exact size the history entry will have, before anything changes. */
 	p = session_payload(s, "message");
-	m = json_pack("{s:s, s:s}", "role", "user", "content", text);
+	turn = s->turn + 1;
+	/* Its turn, so that a rewind of the conversation finds where it began. */
+	m = json_pack("{s:s, s:s, s:I}", "role", "user", "content", text,
+	    "turn", (json_int_t)turn);
 	enc = hist_encode(s->seq + 1, json_integer_value(json_object_get(p,
 	    "ts")), m, &len);
 	free(enc);
@@ -428,7 +431,6 @@ session_send(struct session *s, const char *text, const char *request_id,
 		    "session %s is full (%llu bytes); start a new session",
 		    s->id, (unsigned long long)s->hist_bytes);
 	}
-	turn = s->turn + 1;
 	json_object_set_new(p, "turn", json_integer((json_int_t)turn));
 	json_object_set_new(p, "message", m);
 	if (request_id != NULL)

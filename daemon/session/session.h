@@ -233,6 +233,31 @@ int		 session_live(struct session *, const char *type,
  * the part kept only on disk cannot be read back (logged).
  */
 json_t		*session_messages(struct session *, size_t from);
+/*
+ * The history as the model sees it (new reference), or NULL as for
+ * session_messages: without what a conversation rewind cut (the messages
+ * after its to_seq that came before it) nor the rewinds' own markers
+ * (session-conv.c).
+ */
+json_t		*session_conversation(struct session *);
+/*
+ * What rewinding the conversation to before turn (or, with turn 0, to
+ * after seq) would drop: 0 with *plan (new) {to_seq, from_turn?,
+ * messages (how many), first_user? (the first dropped user message's
+ * text, cut at 120 bytes)}; or -1 with err: busy while a turn runs,
+ * not_found when nothing comes after that point.
+ */
+int		 session_conversation_plan(struct session *, uint64_t turn,
+		    uint64_t seq, json_t **plan, struct gbr_error *);
+/*
+ * Drops from the conversation what plan (borrowed, from
+ * session_conversation_plan just before) says: a history message
+ * {role: "rewind", to_seq, from_turn?, messages, who? (borrowed)}
+ * announced as a conversation.rewound event. cb receives {seq, to_seq,
+ * from_turn?, messages, who?, first_user?}.
+ */
+int		 session_conversation_rewind(struct session *, json_t *plan,
+		    json_t *who, session_done_cb, void *, struct gbr_error *);
 enum session_state session_state(const struct session *);
 uint64_t	 session_turn(const struct session *);
 /* No provider: the stub turn that ends with a no_provider error. */

@@ -6,6 +6,7 @@ through it); across kill -9 and a restart; a rewind of a rewind; from a
 second terminal; files the agent never touched left alone; the shadow
 store kept out of the workspace."""
 import os
+import re
 
 import test_agent as agent
 from test_agent import fake  # noqa: F401 (a fixture)
@@ -294,3 +295,317 @@ def test_what_a_snapshot_dropped_is_gone_and_said(make_daemon, tmpdir_short):
     assert "can no longer be rewound" in p.stdout, p.stdout
     ok(rewind(w, seq=mid))
     assert get(w, "new.txt") is None and get(w, "old.txt") == "old\n"
+
+
+# Rewinding the conversation (session.rewind with conversation: true).
+
+PAD_CONF = "[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n"
+
+
+def conv_world(make_daemon, fake, tmpdir_short, config=""):
+    """A session on a fake model: turn 1 writes a.txt (v1), turn 2 writes
+    it again (v2); each answers with a text the tests look for."""
+    d = os.path.join(tmpdir_short, "cws")
+    os.makedirs(d)
+    agent.profile(d, "[env]\nautonomy = full\n")
+    fake.push({"tool_calls": [{"name": "write_file", "args": {
+        "path": "a.txt", "content": "v1\n"}}]}, {"text": "answer-one"},
+        {"tool_calls": [{"name": "write_file", "args": {
+            "path": "a.txt", "content": "v2\n"}}]}, {"text": "answer-two"})
+    dm = make_daemon(config=agent.conf(fake, "openai", config),
+                     env={agent.KEYVAR["openai"]: agent.KEY})
+    c, sid = agent.session(dm, d, name="cv")
+    agent.run_turn(c, sid, "first question")
+    agent.run_turn(c, sid, "second question")
+    return {"d": dm, "c": c, "sid": sid, "ws": d}
+
+
+def reattach(w):
+    """A new connection attached to the session (after a restart)."""
+    c = w["d"].conn()
+    ok(c.call("session.attach", {"session": w["sid"]}))
+    return c
+
+
+def last_request(fake):
+    return fake.llm_requests()[-1]
+
+
+def next_turn(w, fake, text):
+    """Runs a turn; returns what the model was sent for it."""
+    n = len(fake.llm_requests())
+    agent.run_turn(w["c"], w["sid"], text)
+    assert len(fake.llm_requests()) == n + 1
+    return last_request(fake)
+
+
+def seen_by_model(req):
+    """What of the test's texts a request carries."""
+    body = req.raw.decode()
+    return [t for t in ("first question", "answer-one", "second question",
+                        "answer-two", "v2\\n", "third question",
+                        "fourth question") if t in body]
+
+
+def test_conversation_rewind_drops_the_later_messages(make_daemon, fake,
+                                                      tmpdir_short):
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    before = agent.history(c, sid)
+    assert len(before) == 8, before
+    # The dry run says what would go, and changes nothing.
+    dry = ok(rewind(w, turn=2, dry_run=True, conversation=True))
+    assert dry["conversation"]["messages"] == 4, dry
+    assert dry["conversation"]["first_user"] == "second question"
+    assert [x["path"] for x in dry["changes"]] == ["a.txt"]
+    assert get(w, "a.txt") == "v2\n"
+    assert agent.history(c, sid) == before
+    r = ok(rewind(w, turn=2, conversation=True))
+    assert [x["path"] for x in r["changes"]] == ["a.txt"]
+    assert r["conversation"]["messages"] == 4
+    assert r["conversation"]["from_turn"] == 2
+    assert r["conversation"]["seq"] == r["seq"] + 1
+    assert get(w, "a.txt") == "v1\n"
+    # The history keeps everything, and says what happened.
+    after = agent.history(c, sid)
+    assert after[:8] == before
+    mark = after[8]
+    assert mark["role"] == "rewind" and mark["messages"] == 4
+    assert mark["to_seq"] == before[4]["seq"] - 1
+    assert before[4]["content"] == "second question"
+    assert mark["who"]["uid"] == os.getuid()
+    evs = agent.wait_for(c, lambda p: p["type"] == "conversation.rewound")
+    assert evs[0]["to_seq"] == mark["to_seq"], evs
+    # The next turn's request holds turn 1, not turn 2.
+    fake.push({"text": "answer-three"})
+    req = next_turn(w, fake, "third question")
+    assert seen_by_model(req) == ["first question", "answer-one",
+                                  "third question"], req.raw
+    assert req.user_texts() == ["first question", "third question"]
+    # The same after kill -9 and a restart (the cut is replayed).
+    w["d"].kill9()
+    w["d"].start()
+    w["c"] = reattach(w)
+    fake.push({"text": "answer-four"})
+    req = next_turn(w, fake, "fourth question")
+    assert req.user_texts() == ["first question", "third question",
+                                "fourth question"]
+    assert "answer-two" not in req.raw.decode()
+    assert "answer-three" in req.raw.decode()
+
+
+def test_conversation_rewind_alone_by_seq_and_twice(make_daemon, fake,
+                                                    tmpdir_short):
+    """A turn that changed no file: the conversation alone is rewound.
+    --to SEQ cuts after that event; a later cut to an earlier point also
+    drops what the first one kept."""
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    fake.push({"text": "answer-three"})
+    next_turn(w, fake, "third question")
+    r = ok(rewind(w, turn=3, conversation=True))
+    assert r["changes"] == [] and r["conversation"]["messages"] == 2, r
+    assert "undo_to_seq" not in r
+    assert get(w, "a.txt") == "v2\n"
+    fake.push({"text": "answer-four"})
+    req = next_turn(w, fake, "fourth question")
+    assert req.user_texts() == ["first question", "second question",
+                                "fourth question"], req.raw
+    assert "answer-three" not in req.raw.decode()
+    # Nothing after the last message: not_found, nothing recorded.
+    h = agent.history(c, sid)
+    r = rewind(w, seq=h[-1]["seq"], conversation=True)
+    assert r["error"]["data"]["kind"] == "not_found", r
+    assert agent.history(c, sid) == h
+    # After turn 1's last message (h[3]): turn 2's file goes back too.
+    assert h[3]["content"] == "answer-one"
+    r = ok(rewind(w, seq=h[3]["seq"], conversation=True))
+    assert [x["path"] for x in r["changes"]] == ["a.txt"]
+    assert r["conversation"]["messages"] == 6, r
+    assert get(w, "a.txt") == "v1\n"
+    fake.push({"text": "answer-five"})
+    req = next_turn(w, fake, "fifth question")
+    assert seen_by_model(req) == ["first question", "answer-one"], req.raw
+    assert req.user_texts() == ["first question", "fifth question"]
+    # Back to before turn 1: everything goes, what the cuts kept too.
+    r = ok(rewind(w, turn=1, conversation=True))
+    assert r["conversation"]["messages"] == 6, r
+    assert r["conversation"]["first_user"] == "first question"
+    fake.push({"text": "answer-six"})
+    req = next_turn(w, fake, "sixth question")
+    assert req.user_texts() == ["sixth question"], req.raw
+
+
+def test_a_persons_tool_calls_are_not_counted(make_daemon, fake,
+                                             tmpdir_short):
+    """A person's own tool.call is in the history but was never sent to
+    the model: after the last turn it is nothing to drop (not_found),
+    and it is not counted with a turn's messages."""
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    last = agent.history(c, sid)[-1]["seq"]
+    ok(call(w, "read_file", path="a.txt"))
+    assert len(agent.history(c, sid)) == 10
+    r = rewind(w, seq=last, conversation=True, dry_run=True)
+    assert r["error"]["data"]["kind"] == "not_found", r
+    r = ok(rewind(w, turn=2, conversation=True, dry_run=True))
+    assert r["conversation"]["messages"] == 4, r
+
+
+def test_a_full_history_refuses_before_the_files_change(make_daemon, fake,
+                                                       tmpdir_short):
+    """The marker would not fit in a full history: refused (limit_reached)
+    with nothing undone, rather than files rewound and messages kept."""
+    w = conv_world(make_daemon, fake, tmpdir_short,
+                   config="[session]\nhistory_messages = 8\n")
+    assert len(agent.history(w["c"], w["sid"])) == 8
+    r = rewind(w, turn=2, conversation=True)
+    assert r["error"]["data"]["kind"] == "limit_reached", r
+    assert "is full" in r["error"]["message"]
+    assert get(w, "a.txt") == "v2\n"
+    ok(rewind(w, turn=2))                      # the files alone still can
+    assert get(w, "a.txt") == "v1\n"
+
+
+def test_conversation_rewind_refused_while_a_turn_runs(make_daemon, fake,
+                                                       tmpdir_short):
+    import threading
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    hold = threading.Event()
+    fake.push({"text": "slow", "hold": hold})
+    agent.send(c, sid, "third question")
+    fake.wait_requests(5)
+    n = len(agent.history(c, sid))
+    for dry in (True, False):
+        r = rewind(w, turn=2, conversation=True, dry_run=dry)
+        assert r["error"]["data"]["kind"] == "busy", r
+        assert "while a turn runs" in r["error"]["message"]
+    assert get(w, "a.txt") == "v2\n"           # nothing was done
+    hold.set()
+    agent.wait_for(c, agent.turn_end(3))
+    assert len(agent.history(c, sid)) == n + 1  # the answer only
+    ok(rewind(w, turn=2, conversation=True))
+
+
+def test_conversation_rewind_survives_a_snapshot(make_daemon, fake,
+                                                 tmpdir_short):
+    """The cut is a history message: a disk log snapshot keeps it in the
+    history's side file, and the history read back from it after a
+    restart still leaves the dropped messages out."""
+    w = conv_world(make_daemon, fake, tmpdir_short, config=PAD_CONF)
+    c, sid = w["c"], w["sid"]
+    ok(rewind(w, turn=2, conversation=True))
+    for i in range(2500):
+        assert "result" in c.call("log.append", {"type": "user.pad", "data": {
+            "i": i, "pad": "p" * 300}})
+    w["d"].kill9()
+    logdir = os.path.join(w["d"].state, "log")
+    sides = [f for f in os.listdir(logdir) if f.startswith("hist-")]
+    assert sides, os.listdir(logdir)
+    with open(os.path.join(logdir, sides[0])) as f:
+        assert '"role":"rewind"' in f.read()
+    w["d"].start()
+    w["c"] = reattach(w)
+    fake.push({"text": "answer-three"})
+    req = next_turn(w, fake, "third question")
+    assert req.user_texts() == ["first question", "third question"], req.raw
+    assert "answer-two" not in req.raw.decode()
+    # Still there for a person to read.
+    roles = [m["role"] for m in agent.history(w["c"], sid)]
+    assert roles.count("rewind") == 1 and len(roles) == 11, roles
+    # A turn after the snapshot that changed no file: rewind knows no
+    # change of it (its floor is past turns 1 and 2), which is not "gone"
+    # for the conversation: it is rewound alone.
+    assert ok(w["c"].call("session.changes", {"session": sid}))["floor"] > 0
+    r = ok(w["c"].call("session.rewind", {"session": sid, "turn": 3,
+                                           "conversation": True}))
+    assert r["changes"] == [] and r["conversation"]["messages"] == 2, r
+    r = w["c"].call("session.rewind", {"session": sid, "turn": 1})
+    assert r["error"]["data"]["kind"] == "gone", r
+
+
+def test_gbrctl_rewind_conversation(make_daemon, fake, tmpdir_short):
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    d = w["d"]
+    p = d.ctl("rewind", "cv", "--turn", "2", "--conversation", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "restore a.txt" in p.stdout, p.stdout
+    assert "4 messages" in p.stdout and "second question" in p.stdout, \
+        p.stdout
+    assert get(w, "a.txt") == "v2\n"
+    p = d.ctl("rewind", "cv", "--turn", "2", "--conversation")
+    assert p.returncode == 0, p.stderr
+    assert "restored a.txt" in p.stdout, p.stdout
+    assert "dropped 4 messages" in p.stdout, p.stdout
+    p = d.ctl("--help")
+    assert "--conversation" in p.stdout + p.stderr
+    p = d.ctl("audit")
+    assert "rewound  the conversation by" in p.stdout, p.stdout
+    assert "4 message(s) after seq" in p.stdout, p.stdout
+    fake.push({"text": "answer-three"})
+    req = next_turn(w, fake, "third question")
+    assert req.user_texts() == ["first question", "third question"]
+
+
+def test_repl_offers_and_takes_the_conversation(make_daemon, fake,
+                                                tmpdir_short):
+    """In a terminal: /rewind N shows the diff and what the conversation
+    would lose, and "c" drops it too; /rewind N --conversation on a turn
+    that changed no file asks about the messages alone."""
+    import shutil
+    import pytest
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    from test_repl import GBR, Term, quit_repl
+    import uuid
+    import subprocess
+    w = conv_world(make_daemon, fake, tmpdir_short)
+    c, sid = w["c"], w["sid"]
+    server = "gbrt-" + uuid.uuid4().hex[:8]
+    try:
+        t = Term(server, "rw", w["d"].env, w["ws"])
+        t.keys("clear; %s" % GBR, "Enter")
+        t.wait(r"^gbr:cv>\s*$")
+        t.type("/rewind 2")
+        t.keys("Enter")
+        s = t.wait(r"undo these changes\? \[y/N, c: and drop the 4 later "
+                   r"messages\]")
+        assert "restore a.txt" in s, s
+        assert re.search(r'the conversation after seq \d+: 4 messages, from '
+                         r'"second question"', s), s
+        assert get(w, "a.txt") == "v2\n"
+        t.type("c")
+        t.keys("Enter")
+        s = t.wait(r"dropped 4 messages from the conversation")
+        assert "restored a.txt" in s
+        t.wait(r"\* conversation rewound: 4 messages after seq \d+ dropped")
+        assert get(w, "a.txt") == "v1\n"
+        assert [m["role"] for m in agent.history(c, sid)][-1] == "rewind"
+        # The next message from the REPL: the model has forgotten turn 2.
+        fake.push({"text": "answer-three"})
+        t.type("third question")
+        t.keys("Enter")
+        t.wait(r"answer-three")
+        assert last_request(fake).user_texts() == ["first question",
+                                                   "third question"]
+        # A turn that changed no file: the messages alone; "n" keeps them.
+        n = len(agent.history(c, sid))
+        t.type("/rewind 3 --conversation")
+        t.keys("Enter")
+        t.wait(r"drop these 2 messages from the conversation\? \[y/N\]")
+        t.type("n")
+        t.keys("Enter")
+        t.wait(r"^nothing was undone")
+        assert len(agent.history(c, sid)) == n
+        t.type("/rewind --conversation 3")
+        t.keys("Enter")
+        t.wait(r"drop these 2 messages from the conversation\? \[y/N\]\s*$")
+        t.type("y")
+        t.keys("Enter")
+        t.wait(r"dropped 2 messages from the conversation")
+        assert agent.history(c, sid)[-1]["role"] == "rewind"
+        quit_repl(t)
+    finally:
+        subprocess.run(["tmux", "-L", server, "kill-server"],
+                       capture_output=True)

@@ -107,7 +107,7 @@ def test_send_appends_message_and_turn_ends_with_no_provider(daemon, ws):
     wait_events(c, turn_ended(1))
     evs = session_events(c.events)
     assert [p["type"] for p in evs] == ["message", "session.state", "error", "session.state"]
-    assert evs[0]["message"] == {"role": "user", "content": "hello"}
+    assert evs[0]["message"] == {"role": "user", "content": "hello", "turn": 1}
     assert evs[2]["kind"] == "no_provider" and "tool.call" in evs[2]["message"]
     assert evs[3]["state"] == "idle" and evs[3]["outcome"] == "no_provider"
     assert [p["seq"] for p in evs] == [2, 3, 4, 5]

@@ -375,6 +375,19 @@ main(void)
 	CHECK(strcmp(s, "> trailing\n") == 0, "trailing newlines add no blank lines");
 	free(s);
 
+	s = show(&r, "{\"role\":\"rewind\",\"to_seq\":7,\"messages\":4}", 1);
+	CHECK(strcmp(s, "* conversation rewound: 4 messages after seq 7 "
+	    "dropped from what the model sees\n") == 0,
+	    "a conversation rewind in a history says what the model lost");
+	free(s);
+	s = show(&r, "{\"type\":\"conversation.rewound\",\"to_seq\":3,"
+	    "\"messages\":1,\"message\":{\"role\":\"rewind\",\"to_seq\":3,"
+	    "\"messages\":1}}", 0);
+	CHECK(strcmp(s, "* conversation rewound: 1 message after seq 3 "
+	    "dropped from what the model sees\n") == 0,
+	    "... and so does its live event");
+	free(s);
+
 	s = show(&r, "{\"type\":\"message.delta\",\"text\":\"stream\"}", 0);
 	CHECK(strcmp(s, "stream") == 0 && r.open_line, "a delta leaves the line open");
 	free(s);
