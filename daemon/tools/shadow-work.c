@@ -132,7 +132,10 @@ sw_main(void *arg)
 		pthread_mutex_lock(&sw.mtx);
 		j->state = SW_DONE;
 		TAILQ_INSERT_TAIL(&sw.done, j, entry);
+		/* Not under sw.mtx: the loop's lock is never taken inside it. */
+		pthread_mutex_unlock(&sw.mtx);
 		event_active(sw.ev_done, EV_READ, 0);
+		pthread_mutex_lock(&sw.mtx);
 	}
 	pthread_mutex_unlock(&sw.mtx);
 	return NULL;
@@ -229,20 +232,20 @@ shadow_snapshot_start(struct shadow *sh, const char *base, size_t max,
 	j->max = max;
 	j->cb = cb;
 	j->arg = arg;
-	pthread_mutex_lock(&sw.mtx);
 	if (sw.inline_only) {
 		/* No thread to hand it to: run it here, answer from the loop. */
-		pthread_mutex_unlock(&sw.mtx);
 		sw_run(j);
 		pthread_mutex_lock(&sw.mtx);
 		j->state = SW_DONE;
 		TAILQ_INSERT_TAIL(&sw.done, j, entry);
+		pthread_mutex_unlock(&sw.mtx);
 		event_active(sw.ev_done, EV_READ, 0);
-	} else {
-		j->state = SW_QUEUED;
-		TAILQ_INSERT_TAIL(&sw.queue, j, entry);
-		pthread_cond_signal(&sw.cond);
+		return j;
 	}
+	pthread_mutex_lock(&sw.mtx);
+	j->state = SW_QUEUED;
+	TAILQ_INSERT_TAIL(&sw.queue, j, entry);
+	pthread_cond_signal(&sw.cond);
 	pthread_mutex_unlock(&sw.mtx);
 	return j;
 }
