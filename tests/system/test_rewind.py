@@ -457,3 +457,22 @@ def test_stop_with_snapshots_in_flight(make_daemon, tmpdir_short):
     assert changes({"c": c, "sid": sid})[-1]["files"] == ["y.txt"]
     # The snapshot in progress was cut short, not waited for.
     assert stopped < took / 2, (stopped, took)
+
+
+def test_a_failed_snapshot_does_not_stop_the_command(world):
+    """Rewind is best effort: a store whose index cannot be read (a folder
+    in its place) fails the worker's snapshot; the command still runs,
+    unrecorded, and gbrd says why in its log."""
+    import hashlib
+    import subprocess
+    h = hashlib.sha256(os.path.realpath(world["ws"]).encode()).hexdigest()
+    gitdir = os.path.join(world["d"].state, "shadow", h[:32] + ".git")
+    subprocess.run(["git", "init", "-q", "--bare", gitdir], check=True)
+    os.makedirs(os.path.join(gitdir, "index"))
+    r = sh(world, "echo ran > ran.txt")
+    assert r["result"]["exit_code"] == 0, r
+    assert get(world, "ran.txt") == "ran\n"
+    assert changes(world) == []
+    # The worker's own handle failed (not the store's opening on the loop).
+    assert "rewind: the shadow store: %s: " % os.path.realpath(world["ws"]) \
+        in world["d"].log(), world["d"].log()[-3000:]
