@@ -5,6 +5,13 @@
  * bytes are the shadow store's (tools/shadow.c); every file is read and
  * written through the session's sandbox, so a rewind reaches nothing a
  * write_file could not.
+ *
+ * A command's two snapshots are the shadow store's worker's
+ * (shadow_snapshot_start); a file tool's bracket (one file read and
+ * stored) and a rewind stay on the loop, through the store's own handle
+ * for the loop (shadow.h says why two): they are small, and routing them
+ * through the worker would make a write_file wait behind a command's
+ * first snapshot of a big workspace.
  */
 #include "gbr-config.h"
 
@@ -50,13 +57,21 @@ static TAILQ_HEAD(, rw_sess) rw_sessions = TAILQ_HEAD_INITIALIZER(rw_sessions);
 
 /* A tool call in flight (rewind_begin to rewind_end). */
 struct rewind_call {
-	char		*tool;
-	struct shadow	*sh;
-	int		 command;		/* snapshots, else one file */
-	char		 tree[SHADOW_OID_LEN + 1];	/* command: before */
-	char		*path;			/* file: as the agent typed it */
-	size_t		 pathlen;
-	char		 before[SHADOW_OID_LEN + 1];	/* file: "" if none */
+	char			 sid[RW_SID_MAX + 1];
+	char			*tool;
+	struct shadow		*sh;
+	int			 command;	/* snapshots, else one file */
+	int			 failed;	/* command: no "before" */
+	char			 tree[SHADOW_OID_LEN + 1];	/* command: before */
+	char			*path;		/* file: as the agent typed it */
+	size_t			 pathlen;
+	char			 before[SHADOW_OID_LEN + 1];	/* file: "" if none */
+	/* A snapshot being taken, and whom to tell. */
+	struct shadow_job	*job;
+	rewind_cb		 cb;
+	void			*arg;
+	char			*call_id;	/* rewind_end's */
+	uint64_t		 turn;
 };
 
 /* The session's changes, created if asked. */
@@ -205,10 +220,40 @@ rw_file(struct shadow *sh, struct sandbox *sb, const char *path, size_t len,
 	return 0;
 }
 
+/* The loop a command's snapshots report back on. */
+void
+rewind_init(struct event_base *base)
+{
+	shadow_work_init(base);
+}
+
+/* Shutdown: after every call was freed (no snapshot is waited for). */
+void
+rewind_shutdown(void)
+{
+	shadow_shutdown();
+}
+
+/* A command's "before" snapshot is taken: the command may start. */
+static void
+rw_before_done(void *arg, const struct shadow_result *r)
+{
+	struct rewind_call	*rc = arg;
+
+	rc->job = NULL;
+	if (!r->ok) {
+		/* Best effort: the command runs, unrecorded. */
+		log_warn("rewind: %s", r->cause);
+		rc->failed = 1;
+	} else
+		memcpy(rc->tree, r->tree, sizeof rc->tree);
+	rc->cb(rc->arg);	/* may free rc */
+}
+
 /* Before a tool runs. */
-struct rewind_call *
+int
 rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
-    json_t *args)
+    json_t *args, struct rewind_call **rcp, rewind_cb cb, void *arg)
 {
 	struct rewind_call	*rc;
 	struct shadow		*sh;
@@ -216,33 +261,38 @@ rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
 	char			*why;
 	int			 command;
 
-	(void)sid;
+	*rcp = NULL;
 	if (strcmp(tool, "write_file") == 0 || strcmp(tool, "edit_file") == 0)
 		command = 0;
 	else if (strcmp(tool, "run_command") == 0 ||
 	    strcmp(tool, "run_script") == 0 || strcmp(tool, "check") == 0)
 		command = 1;
 	else
-		return NULL;
+		return REWIND_READY;
 	if (!shadow_available() || (sh = rw_shadow(sb)) == NULL)
-		return NULL;
+		return REWIND_READY;
 	rc = xcalloc(1, sizeof *rc);
+	snprintf(rc->sid, sizeof rc->sid, "%s", sid);
 	rc->tool = xstrdup(tool);
 	rc->sh = sh;
 	rc->command = command;
 	if (command) {
-		if (shadow_snapshot(sh, rc->tree, &why) != 0) {
+		rc->cb = cb;
+		rc->arg = arg;
+		if ((rc->job = shadow_snapshot_start(sh, NULL, 0,
+		    rw_before_done, rc, &why)) == NULL) {
 			log_warn("rewind: %s", why);
 			free(why);
 			rewind_call_free(rc);
-			return NULL;
+			return REWIND_READY;
 		}
-		return rc;
+		*rcp = rc;
+		return REWIND_WAIT;
 	}
 	p = json_object_get(args, "path");
 	if (!json_is_string(p)) {
 		rewind_call_free(rc);
-		return NULL;
+		return REWIND_READY;
 	}
 	rc->pathlen = json_string_length(p);
 	rc->path = xmalloc(rc->pathlen + 1);
@@ -253,9 +303,10 @@ rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
 		log_info("rewind: %s is not kept: %s", tool, why);
 		free(why);
 		rewind_call_free(rc);
-		return NULL;
+		return REWIND_READY;
 	}
-	return rc;
+	*rcp = rc;
+	return REWIND_READY;
 }
 
 void
@@ -263,30 +314,21 @@ rewind_call_free(struct rewind_call *rc)
 {
 	if (rc == NULL)
 		return;
+	shadow_job_cancel(rc->job);
 	free(rc->tool);
 	free(rc->path);
+	free(rc->call_id);
 	free(rc);
 }
 
-/* What a call changed, as [{path, before, after}], or NULL. */
+/* What a file tool changed, as [{path, before, after}], or NULL. */
 static json_t *
-rw_changes(struct rewind_call *rc, struct sandbox *sb, size_t *skipped)
+rw_file_changes(struct rewind_call *rc, struct sandbox *sb)
 {
-	char	 after[SHADOW_OID_LEN + 1], tree[SHADOW_OID_LEN + 1];
+	char	 after[SHADOW_OID_LEN + 1];
 	char	*why, *rel;
 	json_t	*a;
 
-	*skipped = 0;
-	if (rc->command) {
-		if (shadow_snapshot(rc->sh, tree, &why) != 0 ||
-		    (a = shadow_diff(rc->sh, rc->tree, tree, REWIND_FILES_MAX,
-		    skipped, &why)) == NULL) {
-			log_warn("rewind: %s", why);
-			free(why);
-			return NULL;
-		}
-		return a;
-	}
 	if (rw_file(rc->sh, sb, rc->path, rc->pathlen, 1, after, &rel,
 	    &why) != 0) {
 		log_warn("rewind: %s", why);
@@ -303,33 +345,76 @@ rw_changes(struct rewind_call *rc, struct sandbox *sb, size_t *skipped)
 	return a;
 }
 
-/* After the tool ran: record what it changed. */
-void
-rewind_end(struct rewind_call *rc, struct session *s, struct sandbox *sb,
-    const char *call_id, uint64_t turn)
+/*
+ * Records a call's changes (ch: a new reference, or NULL) as a
+ * workspace.changed event of s, if there are any.
+ */
+static void
+rw_record(struct rewind_call *rc, struct session *s, const char *call_id,
+    uint64_t turn, json_t *ch, size_t skipped)
 {
 	struct gbr_error	 err;
-	json_t			*ch, *f;
-	size_t			 skipped;
+	json_t			*f;
+
+	if (ch == NULL || json_array_size(ch) == 0) {
+		json_decref(ch);
+		return;
+	}
+	f = json_pack("{s:s, s:s, s:I, s:o}", "call_id", call_id, "tool",
+	    rc->tool, "turn", (json_int_t)turn, "changes", ch);
+	if (skipped > 0)
+		json_object_set_new(f, "not_kept",
+		    json_integer((json_int_t)skipped));
+	if (session_event(s, "workspace.changed", f, NULL, NULL, &err) != 0) {
+		log_warn("session %s: workspace.changed not recorded: %s",
+		    session_id(s), err.message);
+		gbr_error_clear(&err);
+	}
+}
+
+/* A command's "after" snapshot and diff are taken: record them. */
+static void
+rw_after_done(void *arg, const struct shadow_result *r)
+{
+	struct rewind_call	*rc = arg;
+	struct session		*s;
+
+	rc->job = NULL;
+	if (!r->ok)
+		log_warn("rewind: %s", r->cause);
+	else if ((s = session_find(rc->sid)) != NULL)
+		rw_record(rc, s, rc->call_id, rc->turn,
+		    json_incref(r->changes), r->skipped);
+	rc->cb(rc->arg);	/* may free rc */
+}
+
+/* After the tool ran: record what it changed. */
+int
+rewind_end(struct rewind_call *rc, struct session *s, struct sandbox *sb,
+    const char *call_id, uint64_t turn, rewind_cb cb, void *arg)
+{
+	char	*why;
 
 	if (rc == NULL)
-		return;
-	ch = rw_changes(rc, sb, &skipped);
-	if (ch != NULL && json_array_size(ch) > 0) {
-		f = json_pack("{s:s, s:s, s:I, s:o}", "call_id", call_id,
-		    "tool", rc->tool, "turn", (json_int_t)turn, "changes", ch);
-		if (skipped > 0)
-			json_object_set_new(f, "not_kept",
-			    json_integer((json_int_t)skipped));
-		if (session_event(s, "workspace.changed", f, NULL, NULL,
-		    &err) != 0) {
-			log_warn("session %s: workspace.changed not recorded: "
-			    "%s", session_id(s), err.message);
-			gbr_error_clear(&err);
-		}
-	} else
-		json_decref(ch);
-	rewind_call_free(rc);
+		return REWIND_READY;
+	if (!rc->command) {
+		rw_record(rc, s, call_id, turn, rw_file_changes(rc, sb), 0);
+		return REWIND_READY;
+	}
+	if (rc->failed || rc->job != NULL)
+		return REWIND_READY;	/* no "before" to compare with */
+	free(rc->call_id);
+	rc->call_id = xstrdup(call_id);
+	rc->turn = turn;
+	rc->cb = cb;
+	rc->arg = arg;
+	if ((rc->job = shadow_snapshot_start(rc->sh, rc->tree,
+	    REWIND_FILES_MAX, rw_after_done, rc, &why)) == NULL) {
+		log_warn("rewind: %s", why);
+		free(why);
+		return REWIND_READY;
+	}
+	return REWIND_WAIT;
 }
 
 /* The changes remembered for a session. */

@@ -9,6 +9,14 @@
  * {call_id, tool, turn, changes: [{path, before, after}]} (ids of the
  * shadow store, "" for no file), before the call's tool.result.
  *
+ * A command's snapshots are taken on the shadow store's worker thread
+ * (shadow_snapshot_start), never on the event loop: rewind_begin and
+ * rewind_end then answer REWIND_WAIT and call back once done, and the
+ * tool call path waits for that (the command starts only after its
+ * "before" snapshot; its tool.result is written only after its
+ * workspace.changed). Rewind is best effort: a snapshot that fails is
+ * logged and the tool call goes on, unrecorded.
+ *
  * Memory keeps the changes of every open session, rebuilt from those
  * events at replay (rewind_note, from session_apply); what a disk log
  * snapshot covered is no longer replayed, so a session restored from a
@@ -32,25 +40,50 @@
 #include "errors.h"
 #include "session.h"
 
+struct event_base;
 struct rewind_call;
 struct sandbox;
 
 #define REWIND_ENTRIES_MAX	4096	/* calls remembered per session */
 #define REWIND_FILES_MAX	2000	/* files one call's record names */
 
+#define REWIND_READY	0	/* done now */
+#define REWIND_WAIT	1	/* the callback runs once done */
+
+/* A bracket's step is done (rc may be freed inside). */
+typedef void	(*rewind_cb)(void *arg);
+
+/* The loop a command's snapshots report back on. */
+void		 rewind_init(struct event_base *);
+/* Stops the snapshots and closes the shadow stores (shutdown). */
+void		 rewind_shutdown(void);
 /*
- * Before a tool runs in session sid on sandbox sb: what it may change,
- * or NULL when the tool changes nothing rewind knows of.
+ * Before a tool runs in session sid on sandbox sb: *rcp gets what it may
+ * change, or NULL when the tool changes nothing rewind knows of (or it
+ * cannot be kept: logged; the tool runs anyway). Returns REWIND_READY, or
+ * REWIND_WAIT for a command: its "before" snapshot is being taken and
+ * cb(arg) runs from the loop once it is (if it failed, that is logged and
+ * rewind_end will record nothing); the tool must not start before.
+ * rewind_call_free before then: cb never runs.
  */
-struct rewind_call *rewind_begin(const char *sid, struct sandbox *sb,
-		    const char *tool, json_t *args);
+int		 rewind_begin(const char *sid, struct sandbox *sb,
+		    const char *tool, json_t *args, struct rewind_call **rcp,
+		    rewind_cb cb, void *arg);
 /*
  * After the tool ran: records what it changed as a workspace.changed
- * event of session s (nothing if nothing changed), and frees rc.
+ * event of session s (nothing if nothing changed). Returns REWIND_READY
+ * (recorded, or nothing to record), or REWIND_WAIT for a command: its
+ * "after" snapshot and diff are being taken and cb(arg) runs from the
+ * loop once the event is recorded (nothing is if that failed or the
+ * session closed meanwhile). rc stays the caller's either way.
  */
-void		 rewind_end(struct rewind_call *rc, struct session *s,
-		    struct sandbox *sb, const char *call_id, uint64_t turn);
-/* Frees rc without recording (the call never ran). */
+int		 rewind_end(struct rewind_call *rc, struct session *s,
+		    struct sandbox *sb, const char *call_id, uint64_t turn,
+		    rewind_cb cb, void *arg);
+/*
+ * Frees rc; a snapshot it waits for is dropped (its callback never runs)
+ * and nothing more is recorded.
+ */
 void		 rewind_call_free(struct rewind_call *);
 /* session_apply: an event record (payload borrowed) at seq. */
 void		 rewind_note(const char *sid, uint64_t seq, json_t *payload);

@@ -40,6 +40,14 @@ enum tc_state {
 	TC_DONE,		/* the outcome is set: waiters are told */
 };
 
+/* Where a call is in its rewind bracket (rewind.h). */
+enum tc_rw {
+	TC_RW_NONE,
+	TC_RW_BEFORE,		/* the "before" snapshot: the tool waits */
+	TC_RW_CANCELLED,	/* cancelled then: its end is deferred */
+	TC_RW_AFTER,		/* the "after" one: the tool.result waits */
+};
+
 /* Someone waiting for a call's outcome. */
 struct tc_waiter {
 	struct tc_waiter	*next;
@@ -68,6 +76,16 @@ struct toolcall {
 	unsigned		 nwaiters;
 	struct tool_job		*job;		/* an asynchronous tool in flight */
 	struct rewind_call	*rw;		/* what it may change (rewind.h) */
+	enum tc_rw		 rw_phase;
+	/* TC_RW_BEFORE: what runs once the snapshot is taken. */
+	char			*run_tool;
+	json_t			*run_args;
+	int			 run_approved;
+	/* TC_RW_AFTER: the tool's outcome, told once it is recorded. */
+	int			 out_failed;
+	enum gbr_err		 out_kind;
+	char			*out_reason;
+	json_t			*out_result;
 	uint64_t		 streamed;	/* tool.output: bytes, events */
 	unsigned		 nstreamed;
 	int			 stream_cut;	/* the last one said truncated */

@@ -16,6 +16,15 @@
  * Every callback runs from the loop through the call's own deferred event,
  * never from inside toolcall_start, so a caller never sees its callback
  * before toolcall_start has returned.
+ *
+ * A call that may change the workspace is bracketed by rewind (rewind.h).
+ * A command's bracket is two snapshots taken off the loop, so the call
+ * waits twice: before the tool starts (TC_RW_BEFORE: a command that
+ * started sooner would be in its own "before") and before its
+ * tool.result is recorded (TC_RW_AFTER: the workspace.changed event goes
+ * first). Cancelled while it waits for the first, it ends without
+ * running; it never waits for a cancel in the second (the command ran:
+ * what it changed is still recorded).
  */
 #include "gbr-config.h"
 
@@ -50,6 +59,8 @@ struct tc_list	tc_calls = TAILQ_HEAD_INITIALIZER(tc_calls);
 
 /* The deferred work of a call: notifications, then (once done) the end. */
 static void	tc_deferred_cb(evutil_socket_t, short, void *);
+static void	tc_tool_done(void *, int, enum gbr_err, const char *,
+		    json_t *);
 
 /* Allocates a call. */
 struct toolcall *
@@ -85,7 +96,11 @@ tc_free(struct toolcall *c)
 		free(w);
 	}
 	event_free(c->ev);
-	rewind_call_free(c->rw);
+	rewind_call_free(c->rw);	/* drops a snapshot in flight */
+	free(c->run_tool);
+	json_decref(c->run_args);
+	free(c->out_reason);
+	json_decref(c->out_result);
 	free(c->tool);
 	free(c->rid);
 	free(c->grant);
@@ -183,6 +198,13 @@ tc_deferred_cb(evutil_socket_t fd, short events, void *arg)
 	struct toolcall_outcome	 o;
 	struct tc_waiter	*w;
 
+	if (c->rw_phase == TC_RW_CANCELLED) {
+		/* Cancelled while its "before" snapshot was taken. */
+		c->rw_phase = TC_RW_NONE;
+		tc_tool_done(c, 1, GBR_ERR_CANCELLED, "cancelled before it ran",
+		    NULL);
+		return;
+	}
 	if (c->state == TC_WAITING) {
 		for (w = c->waiters; w != NULL; w = w->next)
 			if (!w->notified)
@@ -326,31 +348,68 @@ tc_record_result(struct toolcall *c, int failed, enum gbr_err kind,
 	}
 }
 
-/* The tool finished. */
+static void	tc_tool_finish(struct toolcall *, int, enum gbr_err,
+		    const char *, json_t *);
+
+/* A command's "after" snapshot is recorded: its result now. */
+static void
+tc_rewind_after(void *arg)
+{
+	struct toolcall	*c = arg;
+	json_t		*result = c->out_result;
+	char		*reason = c->out_reason;
+
+	rewind_call_free(c->rw);	/* rewind allows it here */
+	c->rw = NULL;
+	c->rw_phase = TC_RW_NONE;
+	c->out_result = NULL;
+	c->out_reason = NULL;
+	tc_tool_finish(c, c->out_failed, c->out_kind, reason, result);
+	free(reason);
+	json_decref(result);
+}
+
+/* The tool finished: what it changed is recorded before its result. */
 static void
 tc_tool_done(void *arg, int failed, enum gbr_err kind, const char *reason,
     json_t *result)
 {
-	struct toolcall		*c = arg;
-	json_t			*r = NULL, *kept;
+	struct toolcall	*c = arg;
+	struct session	*s;
+	struct env	*env;
+	struct sandbox	*sb;
+	char		*why = NULL;
 
 	c->job = NULL;
 	if (c->rw != NULL) {
-		/* What it changed, recorded before its result. */
-		struct session	*s;
-		struct env	*env;
-		struct sandbox	*sb;
-		char		*why = NULL;
-
 		if ((s = session_find(c->session)) != NULL &&
-		    session_env_and_sandbox(s, &env, &sb, &why) == 0)
-			rewind_end(c->rw, s, sb, c->call_id, c->turn);
-		else {
+		    session_env_and_sandbox(s, &env, &sb, &why) == 0) {
+			if (rewind_end(c->rw, s, sb, c->call_id, c->turn,
+			    tc_rewind_after, c) == REWIND_WAIT) {
+				c->rw_phase = TC_RW_AFTER;
+				c->out_failed = failed;
+				c->out_kind = kind;
+				c->out_reason = reason != NULL ?
+				    xstrdup(reason) : NULL;
+				c->out_result = result != NULL ?
+				    json_incref(result) : NULL;
+				return;
+			}
+		} else
 			free(why);
-			rewind_call_free(c->rw);
-		}
+		rewind_call_free(c->rw);
 		c->rw = NULL;
 	}
+	tc_tool_finish(c, failed, kind, reason, result);
+}
+
+/* The tool's outcome, its changes recorded: the tool.result. */
+static void
+tc_tool_finish(struct toolcall *c, int failed, enum gbr_err kind,
+    const char *reason, json_t *result)
+{
+	json_t	*r = NULL, *kept;
+
 	if (failed && kind == GBR_ERR_CHANGED_SINCE_APPROVAL && result == NULL) {
 		/* Which decision no longer holds: ask again, or see the grant. */
 		r = json_object();
@@ -433,15 +492,19 @@ tc_tool_output(void *arg, json_t *chunk)
 	(void)session_live(s, "tool.output", f);
 }
 
+static void	tc_start_tool(struct toolcall *, const char *, json_t *, int,
+		    const struct sandbox_pin *, struct env *, struct sandbox *);
+static void	tc_rewind_before(void *);
+
 /*
  * Runs a tool now (approved: a human or a grant said yes; for a file
- * tool, pin is what was approved and the only thing written).
+ * tool, pin is what was approved and the only thing written), once its
+ * rewind bracket's first half is done.
  */
 void
 tc_run(struct toolcall *c, const char *tool, json_t *args, int approved,
     const struct sandbox_pin *pin)
 {
-	struct tool_ctx		 ctx;
 	struct session		*s;
 	struct env		*env;
 	struct sandbox		*sb;
@@ -470,20 +533,98 @@ tc_run(struct toolcall *c, const char *tool, json_t *args, int approved,
 		json_decref(data);
 		return;
 	}
+	rewind_call_free(c->rw);
+	c->rw = NULL;
+	if (rewind_begin(c->session, sb, tool, args, &c->rw, tc_rewind_before,
+	    c) == REWIND_WAIT) {
+		if (pin != NULL) {
+			/*
+			 * A pin is a file tool's, whose bracket never waits;
+			 * it is borrowed, so it could not be kept for later.
+			 */
+			log_warn("session %s: %s: a pinned call is not "
+			    "rewindable", c->session, tool);
+			rewind_call_free(c->rw);
+			c->rw = NULL;
+		} else {
+			c->rw_phase = TC_RW_BEFORE;
+			c->run_tool = xstrdup(tool);
+			c->run_args = json_incref(args);
+			c->run_approved = approved;
+			return;
+		}
+	}
+	tc_start_tool(c, tool, args, approved, pin, env, sb);
+}
+
+/* Starts the tool (its rewind bracket's first half is done). */
+static void
+tc_start_tool(struct toolcall *c, const char *tool, json_t *args,
+    int approved, const struct sandbox_pin *pin, struct env *env,
+    struct sandbox *sb)
+{
+	struct tool_ctx		 ctx;
+	enum gbr_err		 kind;
+	char			*reason;
+	json_t			*data = NULL;
+
 	memset(&ctx, 0, sizeof ctx);
 	ctx.sandbox = sb;
 	ctx.env = env;
 	ctx.session = c->session;
 	ctx.approved = approved;
 	ctx.pin = pin;
-	rewind_call_free(c->rw);
-	c->rw = rewind_begin(c->session, sb, tool, args);
 	if (tool_call_async(&ctx, tool, args, tc_tool_output, tc_tool_done, c,
 	    &c->job, &kind, &reason, &data) != 0) {
+		/* It never ran: nothing to compare. */
+		rewind_call_free(c->rw);
+		c->rw = NULL;
 		tc_tool_done(c, 1, kind, reason, data);
 		free(reason);
 		json_decref(data);
 	}
+}
+
+/*
+ * A command's "before" snapshot is taken (or failed: it runs unrecorded):
+ * it starts now, if its session and env still allow it.
+ */
+static void
+tc_rewind_before(void *arg)
+{
+	struct toolcall	*c = arg;
+	struct session	*s;
+	struct env	*env;
+	struct sandbox	*sb;
+	enum gbr_err	 kind;
+	char		*reason, *tool = c->run_tool;
+	json_t		*args = c->run_args, *data = NULL;
+
+	c->rw_phase = TC_RW_NONE;
+	c->run_tool = NULL;
+	c->run_args = NULL;
+	if ((s = session_find(c->session)) == NULL) {
+		rewind_call_free(c->rw);	/* rewind allows it here */
+		c->rw = NULL;
+		tc_tool_done(c, 1, GBR_ERR_SESSION_NOT_FOUND, "the session was "
+		    "closed", NULL);
+	} else if (session_env_and_sandbox(s, &env, &sb, &reason) != 0) {
+		rewind_call_free(c->rw);
+		c->rw = NULL;
+		tc_tool_done(c, 1, GBR_ERR_INVALID_ENV, reason, NULL);
+		free(reason);
+	} else if (c->run_approved && policy_recheck(env, tool_lookup(
+	    c->session, tool), &kind, &reason, &data) == POLICY_DENY) {
+		/* A profile made read-only while the snapshot was taken. */
+		rewind_call_free(c->rw);
+		c->rw = NULL;
+		tc_tool_done(c, 1, kind, reason, data);
+		free(reason);
+		json_decref(data);
+	} else
+		tc_start_tool(c, tool, args, c->run_approved, NULL, env, sb);
+	free(tool);
+	json_decref(args);
 }
 
 /* A resent request_id answered from the history. */
@@ -656,7 +797,19 @@ toolcall_cancel(struct toolcall *c)
 	if (c == NULL || c->state == TC_DONE || c->cancelled)
 		return;
 	c->cancelled = 1;
-	if (c->state == TC_WAITING && c->approval[0] != '\0')
+	if (c->rw_phase == TC_RW_BEFORE) {
+		/* Not started yet: it never will (ends from the loop). */
+		log_info("session %s: %s cancelled before it ran (its rewind "
+		    "snapshot was being taken)", c->session, c->call_id);
+		rewind_call_free(c->rw);
+		c->rw = NULL;
+		free(c->run_tool);
+		c->run_tool = NULL;
+		json_decref(c->run_args);
+		c->run_args = NULL;
+		c->rw_phase = TC_RW_CANCELLED;
+		tc_kick(c);
+	} else if (c->state == TC_WAITING && c->approval[0] != '\0')
 		approval_withdraw(c->approval, "the caller gave up");
 	else if (c->job != NULL)
 		tool_job_cancel(c->job);
@@ -721,6 +874,7 @@ void
 toolcall_init(struct event_base *base)
 {
 	tc_base = base;
+	rewind_init(base);
 	approval_init(base, &tc_approval_hooks);
 }
 
@@ -758,5 +912,7 @@ toolcall_shutdown(void)
 		}
 		tc_free(c);
 	}
+	/* No call waits for a snapshot any more: the worker can stop. */
+	rewind_shutdown();
 	approval_shutdown();
 }

@@ -10,12 +10,20 @@
  * as another user than the workspace's owner). The work tree is set in
  * memory (git_repository_set_workdir with no gitlink), so nothing is
  * written into the workspace.
+ *
+ * Threads: a store has the loop's handle (repo: shadow_put, shadow_get)
+ * and the worker's (wrepo and its index: shadow_snapshot, shadow_diff),
+ * opened by the worker on its first snapshot so that reading a big index
+ * is not the loop's either. A libgit2 object is never used by two threads
+ * at once; libgit2 itself is initialised once, from the loop, before the
+ * worker starts (shadow-work.c), and its error state is per thread.
  */
 #include "gbr-config.h"
 
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +40,16 @@
 
 struct shadow {
 	char		*root;
-	git_repository	*repo;
-	git_index	*index;
+	char		*gitdir;
+	git_repository	*repo;		/* the loop's */
+	git_repository	*wrepo;		/* the worker's, or NULL until used */
+	git_index	*index;		/* wrepo's */
 };
 
 static struct shadow	*shadow_stores[SHADOW_OPEN_MAX];
 static size_t		 shadow_nstores;
 static int		 shadow_ready;
+static atomic_int	 shadow_stop;	/* shadow_abort: cut snapshots short */
 
 /* libgit2's last error as a new string. */
 static char *
@@ -68,6 +79,10 @@ shadow_init(char **cause)
 	for (i = 0; i < sizeof levels / sizeof levels[0]; i++)
 		(void)git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
 	(void)git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+	/* The worker's handles are another thread's: libgit2 must know. */
+	if (!(git_libgit2_features() & GIT_FEATURE_THREADS))
+		log_warn("rewind: libgit2 was built without thread support; "
+		    "snapshots run on the event loop");
 	shadow_ready = 1;
 	return 0;
 }
@@ -118,20 +133,34 @@ shadow_open(const char *state_dir, const char *root, char **cause)
 			git_config_free(cfg);
 		}
 	}
-	free(gitdir);
 	sh = xcalloc(1, sizeof *sh);
 	sh->root = xstrdup(root);
+	sh->gitdir = gitdir;
 	sh->repo = repo;
-	if (git_repository_set_workdir(repo, root, 0) < 0 ||
-	    git_repository_index(&sh->index, repo) < 0) {
-		*cause = shadow_err(root);
-		git_repository_free(repo);
-		free(sh->root);
-		free(sh);
-		return NULL;
-	}
 	shadow_stores[shadow_nstores++] = sh;
 	return sh;
+}
+
+/*
+ * The worker's handle of a store, opened on first use (on the worker:
+ * reading the index of a big work tree is not the loop's to do).
+ */
+static int
+shadow_worker_open(struct shadow *sh, char **cause)
+{
+	git_repository	*repo = NULL;
+
+	if (sh->wrepo != NULL)
+		return 0;
+	if (git_repository_open_bare(&repo, sh->gitdir) < 0 ||
+	    git_repository_set_workdir(repo, sh->root, 0) < 0 ||
+	    git_repository_index(&sh->index, repo) < 0) {
+		*cause = shadow_err(sh->root);
+		git_repository_free(repo);
+		return -1;
+	}
+	sh->wrepo = repo;
+	return 0;
 }
 
 /* Closes every store. */
@@ -140,9 +169,13 @@ shadow_shutdown(void)
 {
 	size_t	i;
 
+	/* No thread may hold a store while it is freed. */
+	shadow_work_stop();
 	for (i = 0; i < shadow_nstores; i++) {
 		git_index_free(shadow_stores[i]->index);
+		git_repository_free(shadow_stores[i]->wrepo);
 		git_repository_free(shadow_stores[i]->repo);
+		free(shadow_stores[i]->gitdir);
 		free(shadow_stores[i]->root);
 		free(shadow_stores[i]);
 	}
@@ -150,12 +183,32 @@ shadow_shutdown(void)
 	if (shadow_ready)
 		git_libgit2_shutdown();
 	shadow_ready = 0;
+	atomic_store(&shadow_stop, 0);
 }
 
 int
 shadow_available(void)
 {
 	return 1;
+}
+
+/* Cuts the snapshots in progress short (see shadow.h). */
+void
+shadow_abort(void)
+{
+	atomic_store(&shadow_stop, 1);
+}
+
+/* libgit2's diff progress: a non-zero return ends the walk. */
+static int
+shadow_progress(const git_diff *d, const char *old_path, const char *new_path,
+    void *arg)
+{
+	(void)d;
+	(void)old_path;
+	(void)new_path;
+	(void)arg;
+	return atomic_load(&shadow_stop) ? GIT_EUSER : 0;
 }
 
 /* Stores bytes as a blob. */
@@ -233,14 +286,28 @@ shadow_snapshot(struct shadow *sh, char tree[SHADOW_OID_LEN + 1],
 	opts.flags = GIT_DIFF_INCLUDE_UNTRACKED |
 	    GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_INCLUDE_TYPECHANGE |
 	    GIT_DIFF_UPDATE_INDEX;
+	opts.progress_cb = shadow_progress;
+	if (shadow_worker_open(sh, cause) != 0)
+		return -1;
 	/* Another process may have written the index: read it if so. */
 	if (git_index_read(sh->index, 0) < 0 ||
-	    git_diff_index_to_workdir(&d, sh->repo, sh->index, &opts) < 0) {
-		*cause = shadow_err("reading the workspace");
+	    git_diff_index_to_workdir(&d, sh->wrepo, sh->index, &opts) < 0) {
+		*cause = atomic_load(&shadow_stop) ? xstrdup("the shadow "
+		    "store: gbrd is stopping") : shadow_err("reading the "
+		    "workspace");
 		return -1;
 	}
 	n = git_diff_num_deltas(d);
+	/*
+	 * Cut short, the index in memory holds part of the files: still a
+	 * true cache of the work tree, which the next snapshot completes.
+	 */
 	for (i = 0; i < n && r == 0; i++) {
+		if (atomic_load(&shadow_stop)) {
+			git_diff_free(d);
+			*cause = xstrdup("the shadow store: gbrd is stopping");
+			return -1;
+		}
 		dd = git_diff_get_delta(d, i);
 		if (dd->status == GIT_DELTA_DELETED)
 			r = git_index_remove_bypath(sh->index,
@@ -269,7 +336,7 @@ shadow_tree(struct shadow *sh, const char *oid, git_tree **t, char **cause)
 	git_oid	id;
 
 	if (git_oid_fromstr(&id, oid) < 0 ||
-	    git_tree_lookup(t, sh->repo, &id) < 0) {
+	    git_tree_lookup(t, sh->wrepo, &id) < 0) {
 		*cause = xasprintf("the shadow store no longer holds the "
 		    "snapshot %.12s", oid);
 		return -1;
@@ -307,13 +374,15 @@ shadow_diff(struct shadow *sh, const char *a, const char *b, size_t max,
 	*skipped = 0;
 	if (git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION) < 0)
 		fatalx("git_diff_options_init failed");
+	if (shadow_worker_open(sh, cause) != 0)
+		return NULL;
 	if (shadow_tree(sh, a, &ta, cause) != 0)
 		return NULL;
 	if (shadow_tree(sh, b, &tb, cause) != 0) {
 		git_tree_free(ta);
 		return NULL;
 	}
-	if (git_diff_tree_to_tree(&d, sh->repo, ta, tb, &opts) < 0) {
+	if (git_diff_tree_to_tree(&d, sh->wrepo, ta, tb, &opts) < 0) {
 		*cause = shadow_err("comparing snapshots");
 		git_tree_free(ta);
 		git_tree_free(tb);
@@ -356,6 +425,12 @@ shadow_open(const char *state_dir, const char *root, char **cause)
 
 void
 shadow_shutdown(void)
+{
+	shadow_work_stop();
+}
+
+void
+shadow_abort(void)
 {
 }
 

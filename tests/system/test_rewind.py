@@ -609,3 +609,185 @@ def test_repl_offers_and_takes_the_conversation(make_daemon, fake,
     finally:
         subprocess.run(["tmux", "-L", server, "kill-server"],
                        capture_output=True)
+
+
+# A command's snapshots are taken off the event loop: while a first
+# snapshot of a big workspace runs, other clients are answered at once.
+
+BIG_FILES = 6000
+
+
+def big_workspace(path, n=BIG_FILES):
+    """n files of ~1 KiB in folders of 100: a first snapshot of them takes
+    hundreds of ms to seconds."""
+    body = "".join("line %d of a file of a project\n" % i for i in range(32))
+    for i in range(n):
+        d = os.path.join(path, "d%03d" % (i // 100))
+        if i % 100 == 0:
+            os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "f%03d.txt" % (i % 100)), "w") as f:
+            f.write("%d\n%s" % (i, body))
+
+
+def pinged_during(d, ws, command):
+    """Runs command as a run_script tool call in a new session on ws while
+    another client pings gbrd every 10 ms: (seconds the call took, its
+    reply, the ping round trips during it)."""
+    import threading
+    import time
+    a = d.conn(timeout=60)
+    sid = a.call("session.create", {"workspace": ws})["result"]["id"]
+    a.call("session.attach", {"session": sid})
+    b = d.conn(timeout=60)
+    lat, done = [], threading.Event()
+
+    def pinger():
+        while not done.is_set():
+            t = time.monotonic()
+            assert "result" in b.call("daemon.ping")
+            lat.append(time.monotonic() - t)
+            time.sleep(0.01)    # a client, not a load generator
+
+    th = threading.Thread(target=pinger)
+    th.start()
+    time.sleep(0.05)    # the pinger is going
+    t0 = time.monotonic()
+    r = a.call("tool.call", {"session": sid, "tool": "run_script",
+                             "args": {"language": "sh", "code": command}})
+    took = time.monotonic() - t0
+    done.set()
+    th.join()
+    return took, r, lat, a, sid
+
+
+def test_snapshots_do_not_hold_the_loop(make_daemon, tmpdir_short):
+    """The same first command on the same big workspace, twice: with the
+    snapshots forced onto the loop (the test hook; what gbrd did before),
+    a ping waits about as long as the snapshot, which shows this measure
+    catches a held loop; with the worker, the pings keep coming back fast
+    while the call runs, and what the command changed is still recorded
+    before its result."""
+    ws = os.path.join(tmpdir_short, "big")
+    big_workspace(ws)
+    held = make_daemon(env={"GBR_TEST_SHADOW_INLINE": "1"})
+    took_h, r, lat_h, _, _ = pinged_during(held, ws, "true")
+    ok(r)
+    held.stop()
+    # The store is in each gbrd's state folder: a first snapshot again.
+    d = make_daemon()
+    took, r, lat, a, sid = pinged_during(d, ws, "echo x > made.txt")
+    ok(r)
+    assert took > 0.2, "the workspace is too small to show anything"
+    # Held: one ping waited for (most of) a snapshot.
+    assert max(lat_h) > took_h / 3, (took_h, max(lat_h))
+    # Not held: many pings during the call, none waited a quarter of it.
+    assert len(lat) >= 10, (took, lat)
+    assert max(lat) < took / 4, (took, max(lat), sorted(lat)[-5:])
+    ch = ok(a.call("session.changes", {"session": sid}))["changes"]
+    assert ch[-1]["files"] == ["made.txt"]
+    # The session's events: workspace.changed came before the tool.result.
+    seen = [(m["params"]["type"], m["params"]["seq"]) for m in a.events
+            if m.get("method") == "event"]
+    types = [t for t, _ in seen]
+    assert "workspace.changed" in types and "tool.result" in types, seen
+    assert types.index("workspace.changed") < types.index("tool.result")
+
+
+def start_call(conn, sid, code, rid):
+    return conn.request("tool.call", {"session": sid, "tool": "run_script",
+                                      "request_id": rid, "args": {
+                                          "language": "sh", "code": code}})
+
+
+def reply(conn, rid):
+    while True:
+        m = conn.recv()
+        if m.get("id") == rid and "method" not in m:
+            return m
+        conn.events.append(m)
+
+
+def test_cancel_and_close_while_the_snapshot_runs(make_daemon, tmpdir_short):
+    """A command cancelled, or its session closed, while its "before"
+    snapshot is being taken never runs, and gbrd goes on answering."""
+    ws = os.path.join(tmpdir_short, "big")
+    big_workspace(ws)
+    d = make_daemon()
+    a, b = d.conn(timeout=60), d.conn(timeout=60)
+    sid = a.call("session.create", {"workspace": ws})["result"]["id"]
+    rid = start_call(a, sid, "echo ran > ran.txt", "r-cancel")
+    import time
+    time.sleep(0.1)
+    assert "result" in b.call("tool.cancel", {"session": sid,
+                                              "request_id": "r-cancel"})
+    r = reply(a, rid)
+    assert r["error"]["data"]["kind"] == "cancelled", r
+    assert not os.path.exists(os.path.join(ws, "ran.txt"))
+    assert changes({"c": a, "sid": sid}) == []
+    # The same, the session closed instead; another session meanwhile.
+    sid2 = a.call("session.create", {"workspace": ws})["result"]["id"]
+    rid = start_call(a, sid2, "echo ran > ran2.txt", "r-close")
+    time.sleep(0.1)
+    assert "result" in b.call("session.close", {"session": sid2})
+    r = reply(a, rid)
+    assert r["error"]["data"]["kind"] in ("cancelled", "session_not_found"), r
+    assert not os.path.exists(os.path.join(ws, "ran2.txt"))
+    # Both ended while their snapshot was being taken, not after it.
+    assert d.log().count("snapshot was being taken") == 2, d.log()[-3000:]
+    assert "result" in b.call("daemon.ping")
+    # The store is not broken by it: the next command is recorded.
+    sh({"c": a, "sid": sid}, "echo y > y.txt")
+    assert changes({"c": a, "sid": sid})[-1]["files"] == ["y.txt"]
+    assert d.stop() == 0
+
+
+def test_stop_with_snapshots_in_flight(make_daemon, tmpdir_short):
+    """gbrd stopped while one first snapshot is being taken and another
+    waits for it: it stops at once, not after the snapshot (faster than
+    half a first snapshot takes), cleanly (the fixture checks the exit
+    code and the sanitizers), and starts again with working rewind."""
+    import time
+    d = make_daemon()
+    a = d.conn(timeout=60)
+    sids = []
+    for name in ("big1", "big2"):
+        ws = os.path.join(tmpdir_short, name)
+        big_workspace(ws)
+        sid = a.call("session.create", {"workspace": ws})["result"]["id"]
+        sids.append((sid, ws))
+    for sid, ws in sids:
+        start_call(a, sid, "echo ran > ran.txt", "r-" + sid)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    assert d.stop() == 0
+    stopped = time.monotonic() - t0
+    for _, ws in sids:
+        assert not os.path.exists(os.path.join(ws, "ran.txt"))
+    d.start()
+    c = d.conn(timeout=60)
+    sid, ws = sids[1]       # the one that waited: never snapshotted
+    t0 = time.monotonic()
+    sh({"c": c, "sid": sid}, "echo y > y.txt")
+    took = time.monotonic() - t0
+    assert changes({"c": c, "sid": sid})[-1]["files"] == ["y.txt"]
+    # The snapshot in progress was cut short, not waited for.
+    assert stopped < took / 2, (stopped, took)
+
+
+def test_a_failed_snapshot_does_not_stop_the_command(world):
+    """Rewind is best effort: a store whose index cannot be read (a folder
+    in its place) fails the worker's snapshot; the command still runs,
+    unrecorded, and gbrd says why in its log."""
+    import hashlib
+    import subprocess
+    h = hashlib.sha256(os.path.realpath(world["ws"]).encode()).hexdigest()
+    gitdir = os.path.join(world["d"].state, "shadow", h[:32] + ".git")
+    subprocess.run(["git", "init", "-q", "--bare", gitdir], check=True)
+    os.makedirs(os.path.join(gitdir, "index"))
+    r = sh(world, "echo ran > ran.txt")
+    assert r["result"]["exit_code"] == 0, r
+    assert get(world, "ran.txt") == "ran\n"
+    assert changes(world) == []
+    # The worker's own handle failed (not the store's opening on the loop).
+    assert "rewind: the shadow store: %s: " % os.path.realpath(world["ws"]) \
+        in world["d"].log(), world["d"].log()[-3000:]
