@@ -31,6 +31,7 @@ struct rw_entry {
 	TAILQ_ENTRY(rw_entry)	 entry;
 	uint64_t		 seq;
 	uint64_t		 turn;
+	int64_t			 ts;		/* ms, when it was recorded */
 	int			 rewind;	/* a workspace.rewound */
 	char			*call_id;
 	char			*tool;
@@ -130,6 +131,7 @@ rewind_note(const char *sid, uint64_t seq, json_t *p)
 	e = xcalloc(1, sizeof *e);
 	e->seq = seq;
 	e->turn = (uint64_t)json_integer_value(json_object_get(p, "turn"));
+	e->ts = json_integer_value(json_object_get(p, "ts"));
 	e->rewind = strcmp(type, "workspace.rewound") == 0;
 	e->call_id = xstrdup(json_string_value(json_object_get(p,
 	    "call_id")) != NULL ? json_string_value(json_object_get(p,
@@ -578,4 +580,146 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 	log_info("session %s: rewound %zu file(s)", session_id(s),
 	    json_array_size(done));
 	return session_event(s, "workspace.rewound", fields, cb, arg, err);
+}
+
+/*
+ * A disk log snapshot's part for one session: its remembered changes,
+ * newest kept first up to REWIND_SNAP_FILES files, oldest first, as
+ * {floor, changes: [[seq, ts, turn, rewind, call_id, tool, [[path,
+ * before, after], ...]], ...]}; NULL when nothing is remembered.
+ */
+json_t *
+rewind_state(const char *sid)
+{
+	struct rw_sess	*rs = rw_sess(sid, 0);
+	struct rw_entry	*e, *first = NULL;
+	json_t		*a, *files, *c;
+	uint64_t	 floor;
+	size_t		 nfiles = 0, i;
+
+	if (rs == NULL || (TAILQ_EMPTY(&rs->entries) && rs->floor == 0))
+		return NULL;
+	floor = rs->floor;
+	TAILQ_FOREACH_REVERSE(e, &rs->entries, rw_entries, entry) {
+		if (nfiles + json_array_size(e->changes) > REWIND_SNAP_FILES) {
+			floor = e->seq;
+			break;
+		}
+		nfiles += json_array_size(e->changes);
+		first = e;
+	}
+	a = json_array();
+	for (e = first; e != NULL; e = TAILQ_NEXT(e, entry)) {
+		files = json_array();
+		json_array_foreach(e->changes, i, c)
+			json_array_append_new(files, json_pack("[O, O, O]",
+			    json_object_get(c, "path"), json_object_get(c,
+			    "before"), json_object_get(c, "after")));
+		json_array_append_new(a, json_pack("[I, I, I, b, s, s, o]",
+		    (json_int_t)e->seq, (json_int_t)e->ts, (json_int_t)e->turn,
+		    e->rewind, e->call_id, e->tool, files));
+	}
+	return json_pack("{s:I, s:o}", "floor", (json_int_t)floor, "changes",
+	    a);
+}
+
+/* One side of a change as a snapshot holds it: "" or an object id. */
+static int
+rw_side_ok(const json_t *v)
+{
+	size_t	len;
+
+	if (!json_is_string(v))
+		return 0;
+	len = json_string_length(v);
+	return len == 0 || (len == SHADOW_OID_LEN && strspn(
+	    json_string_value(v), "0123456789abcdef") == SHADOW_OID_LEN);
+}
+
+/* One change of a snapshot as an entry, or NULL if malformed. */
+static struct rw_entry *
+rw_entry_restore(json_t *v, uint64_t after)
+{
+	struct rw_entry	*e;
+	json_t		*files, *f, *ch;
+	json_int_t	 seq, ts, turn;
+	const char	*call_id, *tool;
+	int		 rw;
+	size_t		 i;
+
+	if (json_unpack(v, "[I, I, I, b, s, s, o!]", &seq, &ts, &turn, &rw,
+	    &call_id, &tool, &files) != 0 || seq < 1 ||
+	    (uint64_t)seq <= after || turn < 0 || !json_is_array(files) ||
+	    json_array_size(files) > REWIND_FILES_MAX)
+		return NULL;
+	ch = json_array();
+	json_array_foreach(files, i, f) {
+		if (!json_is_array(f) || json_array_size(f) != 3 ||
+		    !json_is_string(json_array_get(f, 0)) ||
+		    !rw_side_ok(json_array_get(f, 1)) ||
+		    !rw_side_ok(json_array_get(f, 2))) {
+			json_decref(ch);
+			return NULL;
+		}
+		json_array_append_new(ch, json_pack("{s:O, s:O, s:O}", "path",
+		    json_array_get(f, 0), "before", json_array_get(f, 1),
+		    "after", json_array_get(f, 2)));
+	}
+	e = xcalloc(1, sizeof *e);
+	e->seq = (uint64_t)seq;
+	e->ts = ts;
+	e->turn = (uint64_t)turn;
+	e->rewind = rw;
+	e->call_id = xstrdup(call_id);
+	e->tool = xstrdup(tool);
+	e->changes = ch;
+	return e;
+}
+
+/*
+ * A session restored from a snapshot (upto: the seq it covers) with its
+ * part (rewind_state). A part that does not read leaves the floor at
+ * upto, as for a snapshot without one. Returns 0, or -1 if malformed.
+ */
+int
+rewind_restore(const char *sid, uint64_t upto, json_t *state)
+{
+	struct rw_sess		*rs;
+	struct rw_entry		*e;
+	struct rw_entries	 got = TAILQ_HEAD_INITIALIZER(got);
+	json_t			*a, *v;
+	json_int_t		 floor;
+	uint64_t		 last;
+	size_t			 i, n = 0;
+
+	rewind_floor(sid, upto);
+	if (json_unpack(state, "{s:I, s:o}", "floor", &floor, "changes",
+	    &a) != 0 || floor < 0 || (uint64_t)floor > upto ||
+	    !json_is_array(a) || json_array_size(a) > REWIND_ENTRIES_MAX)
+		return -1;
+	last = (uint64_t)floor;
+	json_array_foreach(a, i, v) {
+		if ((e = rw_entry_restore(v, last)) == NULL ||
+		    e->seq > upto) {
+			if (e != NULL)
+				rw_entry_free(e);
+			while ((e = TAILQ_FIRST(&got)) != NULL) {
+				TAILQ_REMOVE(&got, e, entry);
+				rw_entry_free(e);
+			}
+			return -1;
+		}
+		last = e->seq;
+		TAILQ_INSERT_TAIL(&got, e, entry);
+		n++;
+	}
+	rs = rw_sess(sid, 1);
+	while ((e = TAILQ_FIRST(&rs->entries)) != NULL) {
+		TAILQ_REMOVE(&rs->entries, e, entry);
+		rw_entry_free(e);
+	}
+	TAILQ_CONCAT(&rs->entries, &got, entry);
+	rs->n = n;
+	rs->floor = (uint64_t)floor;
+	return 0;
 }

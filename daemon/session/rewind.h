@@ -10,10 +10,12 @@
  * shadow store, "" for no file), before the call's tool.result.
  *
  * Memory keeps the changes of every open session, rebuilt from those
- * events at replay (rewind_note, from session_apply); what a disk log
- * snapshot covered is no longer replayed, so a session restored from a
- * snapshot at seq F can be rewound to F at the earliest (its floor), and
- * rewind says so.
+ * events at replay (rewind_note, from session_apply) and from the disk
+ * log snapshot that replaced older events (rewind_state, rewind_restore:
+ * the session's part of the snapshot). What is forgotten (past
+ * REWIND_ENTRIES_MAX, or covered by an older snapshot without that part)
+ * sets the session's floor: it can be rewound to the floor at the
+ * earliest, and rewind says so.
  *
  * A rewind restores each file the selected changes touched to what it
  * was before the first of them, only where the file still holds what the
@@ -37,6 +39,7 @@ struct sandbox;
 
 #define REWIND_ENTRIES_MAX	4096	/* calls remembered per session */
 #define REWIND_FILES_MAX	2000	/* files one call's record names */
+#define REWIND_SNAP_FILES	20000	/* files of a session in a snapshot */
 
 /*
  * Before a tool runs in session sid on sandbox sb: what it may change,
@@ -58,6 +61,17 @@ void		 rewind_note(const char *sid, uint64_t seq, json_t *payload);
 void		 rewind_floor(const char *sid, uint64_t seq);
 /* A session closed: forget its changes. */
 void		 rewind_forget(const char *sid);
+/*
+ * A session's part of a disk log snapshot: a new object, or NULL when it
+ * remembers nothing (see rewind.c for the layout).
+ */
+json_t		*rewind_state(const char *sid);
+/*
+ * A session restored from a snapshot covering up to seq upto, with its
+ * part (borrowed). -1 if malformed: then only later changes are known
+ * (floor upto), as for a snapshot without a part.
+ */
+int		 rewind_restore(const char *sid, uint64_t upto, json_t *state);
 
 /* What a rewind is asked to do (session.rewind). */
 struct rewind_req {
