@@ -21,6 +21,7 @@
 #include "sandbox.h"
 #include "session-env.h"
 #include "shadow.h"
+#include "shadow-gc.h"
 #include "xmalloc.h"
 
 #define RW_SID_MAX	64
@@ -51,6 +52,8 @@ static TAILQ_HEAD(, rw_sess) rw_sessions = TAILQ_HEAD_INITIALIZER(rw_sessions);
 
 /* A tool call in flight (rewind_begin to rewind_end). */
 struct rewind_call {
+	TAILQ_ENTRY(rewind_call) entry;		/* in rw_inflight */
+	int		 linked;
 	char		*tool;
 	struct shadow	*sh;
 	int		 command;		/* snapshots, else one file */
@@ -59,6 +62,10 @@ struct rewind_call {
 	size_t		 pathlen;
 	char		 before[SHADOW_OID_LEN + 1];	/* file: "" if none */
 };
+
+/* The calls between rewind_begin and rewind_end: the GC keeps theirs. */
+static TAILQ_HEAD(, rewind_call) rw_inflight =
+    TAILQ_HEAD_INITIALIZER(rw_inflight);
 
 /* The session's changes, created if asked. */
 static struct rw_sess *
@@ -102,6 +109,7 @@ rewind_forget(const char *sid)
 	}
 	TAILQ_REMOVE(&rw_sessions, rs, entry);
 	free(rs);
+	rewind_gc_kick();	/* what it remembered may be collected */
 }
 
 /* A restored session: what its snapshot covers is not replayed. */
@@ -147,6 +155,7 @@ rewind_note(const char *sid, uint64_t seq, json_t *p)
 		rs->n--;
 		rw_entry_free(e);
 	}
+	rewind_gc_kick();
 }
 
 /* The shadow store of a sandbox's workspace, or NULL (logged). */
@@ -207,6 +216,14 @@ rw_file(struct shadow *sh, struct sandbox *sb, const char *path, size_t len,
 	return 0;
 }
 
+/* A call in flight: what it stored stays until it ends. */
+static void
+rw_inflight_add(struct rewind_call *rc)
+{
+	TAILQ_INSERT_TAIL(&rw_inflight, rc, entry);
+	rc->linked = 1;
+}
+
 /* Before a tool runs. */
 struct rewind_call *
 rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
@@ -239,6 +256,7 @@ rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
 			rewind_call_free(rc);
 			return NULL;
 		}
+		rw_inflight_add(rc);
 		return rc;
 	}
 	p = json_object_get(args, "path");
@@ -257,6 +275,7 @@ rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
 		rewind_call_free(rc);
 		return NULL;
 	}
+	rw_inflight_add(rc);
 	return rc;
 }
 
@@ -265,6 +284,8 @@ rewind_call_free(struct rewind_call *rc)
 {
 	if (rc == NULL)
 		return;
+	if (rc->linked)
+		TAILQ_REMOVE(&rw_inflight, rc, entry);
 	free(rc->tool);
 	free(rc->path);
 	free(rc);
@@ -389,9 +410,9 @@ rw_plan(struct rw_sess *rs, const struct rewind_req *rq)
 			f = json_object_get(plan, path);
 			if (f == NULL && rw_selected(rq, e))
 				json_object_set_new(plan, path, json_pack(
-				    "{s:O, s:O}", "target", json_object_get(c,
+				    "{s:O, s:O, s:I}", "target", json_object_get(c,
 				    "before"), "expect", json_object_get(c,
-				    "after")));
+				    "after"), "seq", (json_int_t)e->seq));
 			else if (f != NULL)
 				json_object_set(f, "expect",
 				    json_object_get(c, "after"));
@@ -453,6 +474,45 @@ rw_restore(struct shadow *sh, struct sandbox *sb, const char *path,
 	return r;
 }
 
+/*
+ * Fails with gone, naming them, if the content some files would get back
+ * is no longer in the store (collected after its change was forgotten,
+ * or removed by hand).
+ */
+static int
+rw_gone(struct shadow *sh, json_t *plan, struct gbr_error *err)
+{
+	json_t		*f, *missing = json_array();
+	const char	*path, *target;
+	json_int_t	 seq = 0;
+
+	json_object_foreach(plan, path, f) {
+		target = json_string_value(json_object_get(f, "target"));
+		if (target == NULL || target[0] == '\0' ||
+		    shadow_has(sh, target))
+			continue;
+		json_array_append_new(missing, json_pack("{s:s, s:O, s:s}",
+		    "path", path, "seq", json_object_get(f, "seq"), "content",
+		    target));
+		if (seq == 0)
+			seq = json_integer_value(json_object_get(f, "seq"));
+	}
+	if (json_array_size(missing) == 0) {
+		json_decref(missing);
+		return 0;
+	}
+	path = json_string_value(json_object_get(json_array_get(missing, 0),
+	    "path"));
+	gbr_error_set(err, GBR_ERR_GONE, json_pack("{s:o}", "missing",
+	    missing), "what %s held before the change at seq %lld is no "
+	    "longer in the shadow store%s (its change was forgotten to keep "
+	    "the store within [log] max_bytes, or the store was removed): it "
+	    "can no longer be rewound; nothing was rewound", path,
+	    (long long)seq, json_array_size(missing) > 1 ? ", nor that of "
+	    "other files" : "");
+	return -1;
+}
+
 /* Rewinds a session (see rewind.h). */
 int
 rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
@@ -475,7 +535,8 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 	if (rs != NULL && rq->turn == 0 && rq->seq < rs->floor)
 		return gbr_error_set(err, GBR_ERR_GONE, json_pack("{s:I}",
 		    "floor", (json_int_t)rs->floor), "the changes up to seq "
-		    "%llu were dropped with old disk log segments; the "
+		    "%llu were dropped (with old disk log segments, or to "
+		    "keep the shadow store within [log] max_bytes); the "
 		    "workspace can be rewound to seq %llu at the earliest",
 		    (unsigned long long)rs->floor,
 		    (unsigned long long)rs->floor);
@@ -495,11 +556,16 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 			return gbr_error_set(err, GBR_ERR_GONE, json_pack(
 			    "{s:I}", "floor", (json_int_t)rs->floor), "no "
 			    "change of turn %llu or later is known: the "
-			    "changes up to seq %llu were dropped with old disk "
-			    "log segments", (unsigned long long)rq->turn,
+			    "changes up to seq %llu were dropped (with old "
+			    "disk log segments, or to keep the shadow store "
+			    "within [log] max_bytes)", (unsigned long long)rq->turn,
 			    (unsigned long long)rs->floor);
 		return gbr_error_set(err, GBR_ERR_NOT_FOUND, NULL, "the agent "
 		    "changed no file after that point: nothing to undo");
+	}
+	if (rw_gone(sh, plan, err) != 0) {
+		json_decref(plan);
+		return -1;
 	}
 	conflicts = json_array();
 	todo = json_array();
@@ -580,6 +646,94 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 	log_info("session %s: rewound %zu file(s)", session_id(s),
 	    json_array_size(done));
 	return session_event(s, "workspace.rewound", fields, cb, arg, err);
+}
+
+/* The GC: keeps what every remembered change and call in flight needs. */
+void
+rewind_keep(struct shadow_gc *gc)
+{
+	struct rw_sess		*rs;
+	struct rw_entry		*e;
+	struct rewind_call	*rc;
+	json_t			*c;
+	size_t			 i;
+
+	TAILQ_FOREACH(rs, &rw_sessions, entry) {
+		TAILQ_FOREACH(e, &rs->entries, entry) {
+			json_array_foreach(e->changes, i, c) {
+				shadow_gc_keep(gc, json_string_value(
+				    json_object_get(c, "before")));
+				shadow_gc_keep(gc, json_string_value(
+				    json_object_get(c, "after")));
+			}
+		}
+	}
+	TAILQ_FOREACH(rc, &rw_inflight, entry) {
+		if (rc->command)
+			shadow_gc_keep_tree(gc, rc->tree);
+		else
+			shadow_gc_keep(gc, rc->before);
+	}
+}
+
+/* The session holding the oldest remembered change, or NULL. */
+static struct rw_sess *
+rw_oldest(void)
+{
+	struct rw_sess	*rs, *best = NULL;
+	struct rw_entry	*e, *be = NULL;
+
+	TAILQ_FOREACH(rs, &rw_sessions, entry) {
+		if ((e = TAILQ_FIRST(&rs->entries)) == NULL)
+			continue;
+		if (be == NULL || e->ts < be->ts) {
+			best = rs;
+			be = e;
+		}
+	}
+	return best;
+}
+
+/*
+ * The disk budget: forgets the oldest changes (of all sessions, by the
+ * time they were recorded) until what their contents take on disk, as
+ * the finished run gc measured it, adds up to need. Each content is
+ * counted once; one a newer change still holds is not freed, which the
+ * next run's measure shows. Returns how many changes were forgotten.
+ */
+size_t
+rewind_trim(uint64_t need, struct shadow_gc *gc)
+{
+	struct rw_sess	*rs;
+	struct rw_entry	*e;
+	json_t		*seen = json_object(), *c;
+	const char	*side[2];
+	uint64_t	 freed = 0;
+	size_t		 n = 0, i, k;
+
+	while (freed < need && (rs = rw_oldest()) != NULL) {
+		e = TAILQ_FIRST(&rs->entries);
+		json_array_foreach(e->changes, i, c) {
+			side[0] = json_string_value(json_object_get(c,
+			    "before"));
+			side[1] = json_string_value(json_object_get(c, "after"));
+			for (k = 0; k < 2; k++) {
+				if (side[k] == NULL || side[k][0] == '\0' ||
+				    json_object_get(seen, side[k]) != NULL)
+					continue;
+				json_object_set_new(seen, side[k], json_true());
+				freed += shadow_gc_size(gc, side[k]);
+			}
+		}
+		TAILQ_REMOVE(&rs->entries, e, entry);
+		rs->n--;
+		if (e->seq > rs->floor)
+			rs->floor = e->seq;
+		rw_entry_free(e);
+		n++;
+	}
+	json_decref(seen);
+	return n;
 }
 
 /*

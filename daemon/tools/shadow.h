@@ -41,6 +41,13 @@ struct shadow	*shadow_open(const char *state_dir, const char *root,
 		    char **cause);
 /* Closes every store (shutdown). */
 void		 shadow_shutdown(void);
+/*
+ * Sets libgit2 up (once) as the stores need it, so that another thread
+ * may use it (shadow-gc.c). Returns 0 or -1 with *cause.
+ */
+int		 shadow_lib_init(char **cause);
+/* 1 if the store holds an object (40 hex digits), else 0. */
+int		 shadow_has(struct shadow *, const char *oid);
 /* 1 if this build can snapshot commands (libgit2 is there). */
 int		 shadow_available(void);
 /* Stores len bytes; *oid gets their id. Returns 0 or -1 with *cause. */
