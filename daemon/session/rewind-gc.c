@@ -195,7 +195,7 @@ rewind_gc_status(void)
 	uint64_t	 max, log_bytes = disklog_disk_bytes(&max);
 
 	return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:b, s:b, s:s?}",
+	    "s:I, s:b, s:b, s:s?}",
 	    "measured", gc_runs > 0,
 	    "bytes", (json_int_t)gc_last.bytes,
 	    "objects", (json_int_t)gc_last.objects,
@@ -203,6 +203,7 @@ rewind_gc_status(void)
 	    "log_bytes", (json_int_t)log_bytes,
 	    "max_bytes", (json_int_t)max,
 	    "gc_runs", (json_int_t)gc_runs,
+	    "gc_ms", (json_int_t)gc_last.ms,
 	    "removed", (json_int_t)gc_removed,
 	    "removed_bytes", (json_int_t)gc_removed_bytes,
 	    "forgotten", (json_int_t)gc_forgotten,

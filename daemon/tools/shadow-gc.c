@@ -175,6 +175,113 @@ gc_tree_entry(const char *root, const git_tree_entry *e, void *arg)
 	return 0;
 }
 
+static uint32_t
+gc_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * The trees the index's cache names (its TREE extension): the next
+ * snapshot reuses them for the folders that did not change, without
+ * looking whether they are still stored, so they must stay. The index
+ * format (version 2 or 3, as libgit2 writes it): a 12-byte header,
+ * entries of 62 bytes (64 with extended flags) then the path, padded
+ * with NULs to a multiple of 8, then extensions (4-byte name, 4-byte
+ * size), then a 20-byte checksum. TREE is a list of "path NUL count
+ * SP subtrees LF" each followed by a 20-byte id when count >= 0.
+ * Returns 0, or -1 if the file does not read as that (then nothing of
+ * the store is removed).
+ */
+static int
+gc_index_trees(struct shadow_gc *gc, const unsigned char *b, size_t len)
+{
+	const unsigned char	*p, *end, *nl;
+	git_oid			 id;
+	uint32_t		 version, n, i, flags, esize, namelen;
+	size_t			 off, fixed;
+
+	if (len < 12 + GIT_OID_RAWSZ || memcmp(b, "DIRC", 4) != 0)
+		return -1;
+	version = gc_be32(b + 4);
+	n = gc_be32(b + 8);
+	if (version != 2 && version != 3)
+		return -1;
+	len -= GIT_OID_RAWSZ;		/* the checksum */
+	off = 12;
+	for (i = 0; i < n; i++) {
+		if (off + 62 > len)
+			return -1;
+		flags = (uint32_t)b[off + 60] << 8 | b[off + 61];
+		fixed = version == 3 && (flags & 0x4000) ? 64 : 62;
+		namelen = flags & 0xfff;
+		if (namelen == 0xfff) {
+			if (off + fixed > len || (p = memchr(b + off + fixed,
+			    '\0', len - off - fixed)) == NULL)
+				return -1;
+			namelen = (uint32_t)(p - (b + off + fixed));
+		}
+		off += (fixed + namelen + 8) & ~(size_t)7;
+		if (off > len)
+			return -1;
+	}
+	while (off + 8 <= len) {
+		esize = gc_be32(b + off + 4);
+		if (esize > len - off - 8)
+			return -1;
+		if (memcmp(b + off, "TREE", 4) != 0) {
+			off += 8 + (size_t)esize;
+			continue;
+		}
+		p = b + off + 8;
+		end = p + esize;
+		while (p < end) {
+			if ((p = memchr(p, '\0', (size_t)(end - p))) == NULL ||
+			    (nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+				return -1;
+			/* A negative count: invalidated, no id follows. */
+			if (p[1] == '-') {
+				p = nl + 1;
+				continue;
+			}
+			if ((size_t)(end - nl - 1) < GIT_OID_RAWSZ)
+				return -1;
+			git_oid_fromraw(&id, nl + 1);
+			gc_set_add(&gc->more, &id);
+			p = nl + 1 + GIT_OID_RAWSZ;
+		}
+		off += 8 + (size_t)esize;
+	}
+	return 0;
+}
+
+/* Reads a whole file (an index: bounded by what the store holds). */
+static unsigned char *
+gc_slurp(const char *path, size_t *len)
+{
+	unsigned char	*b;
+	FILE		*f;
+	long		 sz;
+
+	if ((f = fopen(path, "rb")) == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	b = xmalloc((size_t)sz + 1);
+	if (fread(b, 1, (size_t)sz, f) != (size_t)sz) {
+		free(b);
+		fclose(f);
+		return NULL;
+	}
+	fclose(f);
+	*len = (size_t)sz;
+	return b;
+}
+
 /* Keeps the index entries and the trees in flight of one store. */
 static int
 gc_mark(struct shadow_gc *gc, const char *gitdir)
@@ -183,16 +290,28 @@ gc_mark(struct shadow_gc *gc, const char *gitdir)
 	git_index	*idx;
 	git_tree	*t;
 	const git_index_entry *ie;
+	unsigned char	*buf;
 	char		*path;
-	size_t		 i, n;
+	size_t		 i, n, len;
 	int		 r = 0;
 
 	path = xasprintf("%s/index", gitdir);
 	if (access(path, F_OK) == 0) {
-		if (git_index_open(&idx, path) < 0) {
+		/*
+		 * The tree cache by hand (no API gives it), the entries
+		 * through libgit2. libgit2 replaces the file by rename, so
+		 * each read sees one whole index; what a newer one between
+		 * the two reads names was just stored, which the grace
+		 * keeps.
+		 */
+		if ((buf = gc_slurp(path, &len)) == NULL ||
+		    gc_index_trees(gc, buf, len) != 0 ||
+		    git_index_open(&idx, path) < 0) {
+			free(buf);
 			free(path);
 			return -1;
 		}
+		free(buf);
 		n = git_index_entrycount(idx);
 		for (i = 0; i < n; i++)
 			if ((ie = git_index_get_byindex(idx, i)) != NULL)

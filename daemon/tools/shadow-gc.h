@@ -7,7 +7,8 @@
  * contents rewind remembers, the "before" of calls in flight), every
  * object of the trees it names (shadow_gc_keep_tree: a command's snapshot
  * in flight, walked on the thread), every entry of each store's index
- * (what the next snapshot of the work tree builds on), and every object
+ * and every tree its cache names (what the next snapshot of the work
+ * tree builds on, trusting they are stored), and every object
  * written or looked for after the run began minus a grace of two seconds
  * (libgit2 touches an object it finds already stored, so whatever the
  * loop stores while the run goes on is seen as new). An object is first

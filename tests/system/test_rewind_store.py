@@ -205,3 +205,28 @@ def test_gc_keeps_what_a_command_in_flight_needs(make_daemon, tmpdir_short):
     ok(rewind(b, seq=base, force=True))
     with open(os.path.join(ws, "g.txt"), "rb") as f:
         assert f.read() == old
+
+
+def test_commands_after_a_collection_are_still_recorded(make_daemon,
+                                                        tmpdir_short):
+    """The store's index remembers the trees of its last snapshot and the
+    next snapshot reuses those of the folders that did not change: a
+    collection must keep them, or the next command's changes could not
+    be compared (and would not be recorded)."""
+    d = make_daemon()
+    ws = os.path.join(tmpdir_short, "treews")
+    for sub in ("a/b", "c"):
+        os.makedirs(os.path.join(ws, sub))
+    put({"ws": ws}, "a/b/x.txt", "x\n")
+    put({"ws": ws}, "c/y.txt", "y\n")
+    w = session(d, ws)
+    sh(w, "echo 1 > a/one.txt")
+    time.sleep(2.5)                   # its trees are past the grace
+    ok(call(w, "write_file", path="kick.txt", content="k\n"))
+    st = wait_gc(d, lambda st: True)
+    assert st["removed"] >= 1, st     # the command's first trees went
+    base = seq_now(w)
+    sh(w, "echo 2 > c/two.txt")
+    assert changes(w)[-1]["files"] == ["c/two.txt"]
+    ok(rewind(w, seq=base))
+    assert get(w, "c/two.txt") is None and get(w, "a/one.txt") == "1\n"
