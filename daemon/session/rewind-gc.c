@@ -131,8 +131,14 @@ gc_finish(void)
 	log_bytes = disklog_disk_bytes(&max);
 	total = log_bytes + gc_last.bytes;
 	gc_over = 0;
-	/* A run that kept everything measured no content: nothing to weigh. */
-	if (max > 0 && total > max && err == NULL) {
+	/*
+	 * A run that kept everything measured no content: nothing to weigh.
+	 * A log over the budget by itself (its snapshots failing) is not
+	 * helped by forgetting: the log says so in its own status.
+	 */
+	if (max > 0 && total > max && log_bytes >= max)
+		gc_over = 1;
+	else if (max > 0 && total > max && err == NULL) {
 		target = max - max / 8;
 		n = rewind_trim(total - target, gc_run);
 		gc_forgotten += n;
