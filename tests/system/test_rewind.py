@@ -8,6 +8,8 @@ store kept out of the workspace."""
 import json
 import os
 
+import pytest
+
 import test_agent as agent
 from test_disklog_history import rewrite_snapshot
 from test_agent import fake  # noqa: F401 (a fixture)
@@ -323,10 +325,18 @@ def test_rewind_survives_a_snapshot_and_kill9(make_daemon, tmpdir_short):
     assert get(w, "c.txt") is None and get(w, "bin.dat") is None
 
 
+@pytest.mark.parametrize("part", [
+    None,                                           # an older gbrd's
+    {"floor": 0, "changes": "x"},
+    {"floor": 0, "changes": [[1, 0, 0, False, "c", "write_file",
+                              [["a", "not an id", ""]]]]},
+    {"floor": 0, "changes": [[10 ** 9, 0, 0, False, "c", "write_file", []]]},
+    {"changes": []},
+])
 def test_a_snapshot_without_rewind_part_is_gone_and_said(make_daemon,
-                                                         tmpdir_short):
-    """A snapshot written before rewind's part existed (or one whose part
-    was dropped) still loads: changes from before it can no longer be
+                                                         tmpdir_short, part):
+    """A snapshot written before rewind's part existed (or whose part does
+    not read) still loads: changes from before it can no longer be
     rewound, and rewind says so (gone, with the earliest seq it can still
     reach); later ones can."""
     w, base, snap, body = snapshot_world(make_daemon, tmpdir_short)
@@ -340,6 +350,8 @@ def test_a_snapshot_without_rewind_part_is_gone_and_said(make_daemon,
     n = 0
     for o in body["modules"]["session"]["sessions"]:
         n += o.pop("rewind", None) is not None
+        if part is not None:
+            o["rewind"] = part
     assert n == 1
     rewrite_snapshot(snap, json.dumps(body, separators=(",", ":")).encode())
     d.start()
