@@ -505,8 +505,8 @@ rw_gone(struct shadow *sh, json_t *plan, struct gbr_error *err)
 	    "path"));
 	gbr_error_set(err, GBR_ERR_GONE, json_pack("{s:o}", "missing",
 	    missing), "what %s held before the change at seq %lld is no "
-	    "longer in the shadow store%s (its change was forgotten to keep "
-	    "the store within [log] max_bytes, or the store was removed): it "
+	    "longer in the shadow store%s (collected after gbrd forgot the "
+	    "change for the disk budget, or removed from the store): it "
 	    "can no longer be rewound; nothing was rewound", path,
 	    (long long)seq, json_array_size(missing) > 1 ? ", nor that of "
 	    "other files" : "");
