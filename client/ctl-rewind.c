@@ -119,8 +119,9 @@ ctl_rewind_list(struct ctl *ctl, const char *session)
 		return CTL_EXIT_OK;
 	}
 	if (json_integer_value(json_object_get(res, "floor")) > 0)
-		printf("(changes up to seq %lld were dropped with old log "
-		    "segments: they can no longer be rewound)\n",
+		printf("(changes up to seq %lld were dropped, with old log "
+		    "segments or to keep the disk budget: they can no longer "
+		    "be rewound)\n",
 		    (long long)json_integer_value(json_object_get(res,
 		    "floor")));
 	json_array_foreach(json_object_get(res, "changes"), i, c) {

@@ -43,8 +43,9 @@ gbr_rw_list(void)
 	    G.session), NULL, 0)) == NULL)
 		return;
 	if (json_integer_value(json_object_get(res, "floor")) > 0)
-		gbr_say("(the changes up to seq %lld were dropped with old log "
-		    "segments and can no longer be rewound)\n",
+		gbr_say("(the changes up to seq %lld were dropped, with old "
+		    "log segments or to keep the disk budget, and can no "
+		    "longer be rewound)\n",
 		    (long long)json_integer_value(json_object_get(res,
 		    "floor")));
 	json_array_foreach(json_object_get(res, "changes"), i, c) {

@@ -28,6 +28,7 @@
 #include "sandbox.h"
 #include "sdnotify.h"
 #include "osdep.h"
+#include "rewind.h"
 #include "server.h"
 #include "session.h"
 #include "tool-run.h"
@@ -129,6 +130,7 @@ method_daemon_status(struct request *req, json_t *params)
 	json_object_set_new(result, "listener", server_status());
 	json_object_set_new(result, "service", sdnotify_status_json());
 	json_object_set_new(result, "disklog", disklog_status());
+	json_object_set_new(result, "shadow", rewind_gc_status());
 	json_object_set_new(result, "sessions", session_status());
 	/* The profiles' external MCP servers: followed, and running. */
 	json_object_set_new(result, "mcp", mcp_status_json());

@@ -28,6 +28,7 @@
 #include "sandbox.h"
 #include "session-env.h"
 #include "shadow.h"
+#include "shadow-gc.h"
 #include "xmalloc.h"
 
 #define RW_SID_MAX	64
@@ -38,6 +39,7 @@ struct rw_entry {
 	TAILQ_ENTRY(rw_entry)	 entry;
 	uint64_t		 seq;
 	uint64_t		 turn;
+	int64_t			 ts;		/* ms, when it was recorded */
 	int			 rewind;	/* a workspace.rewound */
 	char			*call_id;
 	char			*tool;
@@ -57,6 +59,8 @@ static TAILQ_HEAD(, rw_sess) rw_sessions = TAILQ_HEAD_INITIALIZER(rw_sessions);
 
 /* A tool call in flight (rewind_begin to rewind_end). */
 struct rewind_call {
+	TAILQ_ENTRY(rewind_call) entry;		/* in rw_inflight */
+	int			 linked;
 	char			 sid[RW_SID_MAX + 1];
 	char			*tool;
 	struct shadow		*sh;
@@ -73,6 +77,10 @@ struct rewind_call {
 	char			*call_id;	/* rewind_end's */
 	uint64_t		 turn;
 };
+
+/* The calls between rewind_begin and rewind_end: the GC keeps theirs. */
+static TAILQ_HEAD(, rewind_call) rw_inflight =
+    TAILQ_HEAD_INITIALIZER(rw_inflight);
 
 /* The session's changes, created if asked. */
 static struct rw_sess *
@@ -116,6 +124,7 @@ rewind_forget(const char *sid)
 	}
 	TAILQ_REMOVE(&rw_sessions, rs, entry);
 	free(rs);
+	rewind_gc_kick();	/* what it remembered may be collected */
 }
 
 /* A restored session: what its snapshot covers is not replayed. */
@@ -145,6 +154,7 @@ rewind_note(const char *sid, uint64_t seq, json_t *p)
 	e = xcalloc(1, sizeof *e);
 	e->seq = seq;
 	e->turn = (uint64_t)json_integer_value(json_object_get(p, "turn"));
+	e->ts = json_integer_value(json_object_get(p, "ts"));
 	e->rewind = strcmp(type, "workspace.rewound") == 0;
 	e->call_id = xstrdup(json_string_value(json_object_get(p,
 	    "call_id")) != NULL ? json_string_value(json_object_get(p,
@@ -160,6 +170,7 @@ rewind_note(const char *sid, uint64_t seq, json_t *p)
 		rs->n--;
 		rw_entry_free(e);
 	}
+	rewind_gc_kick();
 }
 
 /* The shadow store of a sandbox's workspace, or NULL (logged). */
@@ -250,6 +261,14 @@ rw_before_done(void *arg, const struct shadow_result *r)
 	rc->cb(rc->arg);	/* may free rc */
 }
 
+/* A call in flight: what it stored stays until it ends. */
+static void
+rw_inflight_add(struct rewind_call *rc)
+{
+	TAILQ_INSERT_TAIL(&rw_inflight, rc, entry);
+	rc->linked = 1;
+}
+
 /* Before a tool runs. */
 int
 rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
@@ -286,6 +305,7 @@ rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
 			rewind_call_free(rc);
 			return REWIND_READY;
 		}
+		rw_inflight_add(rc);
 		*rcp = rc;
 		return REWIND_WAIT;
 	}
@@ -305,6 +325,7 @@ rewind_begin(const char *sid, struct sandbox *sb, const char *tool,
 		rewind_call_free(rc);
 		return REWIND_READY;
 	}
+	rw_inflight_add(rc);
 	*rcp = rc;
 	return REWIND_READY;
 }
@@ -315,6 +336,8 @@ rewind_call_free(struct rewind_call *rc)
 	if (rc == NULL)
 		return;
 	shadow_job_cancel(rc->job);
+	if (rc->linked)
+		TAILQ_REMOVE(&rw_inflight, rc, entry);
 	free(rc->tool);
 	free(rc->path);
 	free(rc->call_id);
@@ -472,9 +495,9 @@ rw_plan(struct rw_sess *rs, const struct rewind_req *rq)
 			f = json_object_get(plan, path);
 			if (f == NULL && rw_selected(rq, e))
 				json_object_set_new(plan, path, json_pack(
-				    "{s:O, s:O}", "target", json_object_get(c,
+				    "{s:O, s:O, s:I}", "target", json_object_get(c,
 				    "before"), "expect", json_object_get(c,
-				    "after")));
+				    "after"), "seq", (json_int_t)e->seq));
 			else if (f != NULL)
 				json_object_set(f, "expect",
 				    json_object_get(c, "after"));
@@ -536,6 +559,45 @@ rw_restore(struct shadow *sh, struct sandbox *sb, const char *path,
 	return r;
 }
 
+/*
+ * Fails with gone, naming them, if the content some files would get back
+ * is no longer in the store (collected after its change was forgotten,
+ * or removed by hand).
+ */
+static int
+rw_gone(struct shadow *sh, json_t *plan, struct gbr_error *err)
+{
+	json_t		*f, *missing = json_array();
+	const char	*path, *target;
+	json_int_t	 seq = 0;
+
+	json_object_foreach(plan, path, f) {
+		target = json_string_value(json_object_get(f, "target"));
+		if (target == NULL || target[0] == '\0' ||
+		    shadow_has(sh, target))
+			continue;
+		json_array_append_new(missing, json_pack("{s:s, s:O, s:s}",
+		    "path", path, "seq", json_object_get(f, "seq"), "content",
+		    target));
+		if (seq == 0)
+			seq = json_integer_value(json_object_get(f, "seq"));
+	}
+	if (json_array_size(missing) == 0) {
+		json_decref(missing);
+		return 0;
+	}
+	path = json_string_value(json_object_get(json_array_get(missing, 0),
+	    "path"));
+	gbr_error_set(err, GBR_ERR_GONE, json_pack("{s:o}", "missing",
+	    missing), "what %s held before the change at seq %lld is no "
+	    "longer in the shadow store%s (collected after gbrd forgot the "
+	    "change for the disk budget, or removed from the store): it "
+	    "can no longer be rewound; nothing was rewound", path,
+	    (long long)seq, json_array_size(missing) > 1 ? ", nor that of "
+	    "other files" : "");
+	return -1;
+}
+
 /* Rewinds a session (see rewind.h). */
 int
 rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
@@ -558,7 +620,8 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 	if (rs != NULL && rq->turn == 0 && rq->seq < rs->floor)
 		return gbr_error_set(err, GBR_ERR_GONE, json_pack("{s:I}",
 		    "floor", (json_int_t)rs->floor), "the changes up to seq "
-		    "%llu were dropped with old disk log segments; the "
+		    "%llu were dropped (with old disk log segments, or to "
+		    "keep the shadow store within [log] max_bytes); the "
 		    "workspace can be rewound to seq %llu at the earliest",
 		    (unsigned long long)rs->floor,
 		    (unsigned long long)rs->floor);
@@ -578,11 +641,16 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 			return gbr_error_set(err, GBR_ERR_GONE, json_pack(
 			    "{s:I}", "floor", (json_int_t)rs->floor), "no "
 			    "change of turn %llu or later is known: the "
-			    "changes up to seq %llu were dropped with old disk "
-			    "log segments", (unsigned long long)rq->turn,
+			    "changes up to seq %llu were dropped (with old "
+			    "disk log segments, or to keep the shadow store "
+			    "within [log] max_bytes)", (unsigned long long)rq->turn,
 			    (unsigned long long)rs->floor);
 		return gbr_error_set(err, GBR_ERR_NOT_FOUND, NULL, "the agent "
 		    "changed no file after that point: nothing to undo");
+	}
+	if (rw_gone(sh, plan, err) != 0) {
+		json_decref(plan);
+		return -1;
 	}
 	conflicts = json_array();
 	todo = json_array();
@@ -663,4 +731,234 @@ rewind_run(struct session *s, const struct rewind_req *rq, json_t **result,
 	log_info("session %s: rewound %zu file(s)", session_id(s),
 	    json_array_size(done));
 	return session_event(s, "workspace.rewound", fields, cb, arg, err);
+}
+
+/* The GC: keeps what every remembered change and call in flight needs. */
+void
+rewind_keep(struct shadow_gc *gc)
+{
+	struct rw_sess		*rs;
+	struct rw_entry		*e;
+	struct rewind_call	*rc;
+	json_t			*c;
+	size_t			 i;
+
+	TAILQ_FOREACH(rs, &rw_sessions, entry) {
+		TAILQ_FOREACH(e, &rs->entries, entry) {
+			json_array_foreach(e->changes, i, c) {
+				shadow_gc_keep(gc, json_string_value(
+				    json_object_get(c, "before")));
+				shadow_gc_keep(gc, json_string_value(
+				    json_object_get(c, "after")));
+			}
+		}
+	}
+	TAILQ_FOREACH(rc, &rw_inflight, entry) {
+		if (rc->command)
+			shadow_gc_keep_tree(gc, rc->tree);
+		else
+			shadow_gc_keep(gc, rc->before);
+	}
+}
+
+/* The session holding the oldest remembered change, or NULL. */
+static struct rw_sess *
+rw_oldest(void)
+{
+	struct rw_sess	*rs, *best = NULL;
+	struct rw_entry	*e, *be = NULL;
+
+	TAILQ_FOREACH(rs, &rw_sessions, entry) {
+		if ((e = TAILQ_FIRST(&rs->entries)) == NULL)
+			continue;
+		if (be == NULL || e->ts < be->ts) {
+			best = rs;
+			be = e;
+		}
+	}
+	return best;
+}
+
+/*
+ * The disk budget: forgets the oldest changes (of all sessions, by the
+ * time they were recorded) until what their contents take on disk, as
+ * the finished run gc measured it, adds up to need. Each content is
+ * counted once; one a newer change still holds is not freed, which the
+ * next run's measure shows. Returns how many changes were forgotten.
+ */
+size_t
+rewind_trim(uint64_t need, struct shadow_gc *gc)
+{
+	struct rw_sess	*rs;
+	struct rw_entry	*e;
+	json_t		*seen = json_object(), *c;
+	const char	*side[2];
+	uint64_t	 freed = 0;
+	size_t		 n = 0, i, k;
+
+	while (freed < need && (rs = rw_oldest()) != NULL) {
+		e = TAILQ_FIRST(&rs->entries);
+		json_array_foreach(e->changes, i, c) {
+			side[0] = json_string_value(json_object_get(c,
+			    "before"));
+			side[1] = json_string_value(json_object_get(c, "after"));
+			for (k = 0; k < 2; k++) {
+				if (side[k] == NULL || side[k][0] == '\0' ||
+				    json_object_get(seen, side[k]) != NULL)
+					continue;
+				json_object_set_new(seen, side[k], json_true());
+				freed += shadow_gc_size(gc, side[k]);
+			}
+		}
+		TAILQ_REMOVE(&rs->entries, e, entry);
+		rs->n--;
+		if (e->seq > rs->floor)
+			rs->floor = e->seq;
+		rw_entry_free(e);
+		n++;
+	}
+	json_decref(seen);
+	return n;
+}
+
+/*
+ * A disk log snapshot's part for one session: its remembered changes,
+ * newest kept first up to REWIND_SNAP_FILES files, oldest first, as
+ * {floor, changes: [[seq, ts, turn, rewind, call_id, tool, [[path,
+ * before, after], ...]], ...]}; NULL when nothing is remembered.
+ */
+json_t *
+rewind_state(const char *sid)
+{
+	struct rw_sess	*rs = rw_sess(sid, 0);
+	struct rw_entry	*e, *first = NULL;
+	json_t		*a, *files, *c;
+	uint64_t	 floor;
+	size_t		 nfiles = 0, i;
+
+	if (rs == NULL || (TAILQ_EMPTY(&rs->entries) && rs->floor == 0))
+		return NULL;
+	floor = rs->floor;
+	TAILQ_FOREACH_REVERSE(e, &rs->entries, rw_entries, entry) {
+		if (nfiles + json_array_size(e->changes) > REWIND_SNAP_FILES) {
+			floor = e->seq;
+			break;
+		}
+		nfiles += json_array_size(e->changes);
+		first = e;
+	}
+	a = json_array();
+	for (e = first; e != NULL; e = TAILQ_NEXT(e, entry)) {
+		files = json_array();
+		json_array_foreach(e->changes, i, c)
+			json_array_append_new(files, json_pack("[O, O, O]",
+			    json_object_get(c, "path"), json_object_get(c,
+			    "before"), json_object_get(c, "after")));
+		json_array_append_new(a, json_pack("[I, I, I, b, s, s, o]",
+		    (json_int_t)e->seq, (json_int_t)e->ts, (json_int_t)e->turn,
+		    e->rewind, e->call_id, e->tool, files));
+	}
+	return json_pack("{s:I, s:o}", "floor", (json_int_t)floor, "changes",
+	    a);
+}
+
+/* One side of a change as a snapshot holds it: "" or an object id. */
+static int
+rw_side_ok(const json_t *v)
+{
+	size_t	len;
+
+	if (!json_is_string(v))
+		return 0;
+	len = json_string_length(v);
+	return len == 0 || (len == SHADOW_OID_LEN && strspn(
+	    json_string_value(v), "0123456789abcdef") == SHADOW_OID_LEN);
+}
+
+/* One change of a snapshot as an entry, or NULL if malformed. */
+static struct rw_entry *
+rw_entry_restore(json_t *v, uint64_t after)
+{
+	struct rw_entry	*e;
+	json_t		*files, *f, *ch;
+	json_int_t	 seq, ts, turn;
+	const char	*call_id, *tool;
+	int		 rw;
+	size_t		 i;
+
+	if (json_unpack(v, "[I, I, I, b, s, s, o!]", &seq, &ts, &turn, &rw,
+	    &call_id, &tool, &files) != 0 || seq < 1 ||
+	    (uint64_t)seq <= after || turn < 0 || !json_is_array(files) ||
+	    json_array_size(files) > REWIND_FILES_MAX)
+		return NULL;
+	ch = json_array();
+	json_array_foreach(files, i, f) {
+		if (!json_is_array(f) || json_array_size(f) != 3 ||
+		    !json_is_string(json_array_get(f, 0)) ||
+		    !rw_side_ok(json_array_get(f, 1)) ||
+		    !rw_side_ok(json_array_get(f, 2))) {
+			json_decref(ch);
+			return NULL;
+		}
+		json_array_append_new(ch, json_pack("{s:O, s:O, s:O}", "path",
+		    json_array_get(f, 0), "before", json_array_get(f, 1),
+		    "after", json_array_get(f, 2)));
+	}
+	e = xcalloc(1, sizeof *e);
+	e->seq = (uint64_t)seq;
+	e->ts = ts;
+	e->turn = (uint64_t)turn;
+	e->rewind = rw;
+	e->call_id = xstrdup(call_id);
+	e->tool = xstrdup(tool);
+	e->changes = ch;
+	return e;
+}
+
+/*
+ * A session restored from a snapshot (upto: the seq it covers) with its
+ * part (rewind_state). A part that does not read leaves the floor at
+ * upto, as for a snapshot without one. Returns 0, or -1 if malformed.
+ */
+int
+rewind_restore(const char *sid, uint64_t upto, json_t *state)
+{
+	struct rw_sess		*rs;
+	struct rw_entry		*e;
+	struct rw_entries	 got = TAILQ_HEAD_INITIALIZER(got);
+	json_t			*a, *v;
+	json_int_t		 floor;
+	uint64_t		 last;
+	size_t			 i, n = 0;
+
+	rewind_floor(sid, upto);
+	if (json_unpack(state, "{s:I, s:o}", "floor", &floor, "changes",
+	    &a) != 0 || floor < 0 || (uint64_t)floor > upto ||
+	    !json_is_array(a) || json_array_size(a) > REWIND_ENTRIES_MAX)
+		return -1;
+	last = (uint64_t)floor;
+	json_array_foreach(a, i, v) {
+		if ((e = rw_entry_restore(v, last)) == NULL ||
+		    e->seq > upto) {
+			if (e != NULL)
+				rw_entry_free(e);
+			while ((e = TAILQ_FIRST(&got)) != NULL) {
+				TAILQ_REMOVE(&got, e, entry);
+				rw_entry_free(e);
+			}
+			return -1;
+		}
+		last = e->seq;
+		TAILQ_INSERT_TAIL(&got, e, entry);
+		n++;
+	}
+	rs = rw_sess(sid, 1);
+	while ((e = TAILQ_FIRST(&rs->entries)) != NULL) {
+		TAILQ_REMOVE(&rs->entries, e, entry);
+		rw_entry_free(e);
+	}
+	TAILQ_CONCAT(&rs->entries, &got, entry);
+	rs->n = n;
+	rs->floor = (uint64_t)floor;
+	return 0;
 }

@@ -18,10 +18,12 @@
  * logged and the tool call goes on, unrecorded.
  *
  * Memory keeps the changes of every open session, rebuilt from those
- * events at replay (rewind_note, from session_apply); what a disk log
- * snapshot covered is no longer replayed, so a session restored from a
- * snapshot at seq F can be rewound to F at the earliest (its floor), and
- * rewind says so.
+ * events at replay (rewind_note, from session_apply) and from the disk
+ * log snapshot that replaced older events (rewind_state, rewind_restore:
+ * the session's part of the snapshot). What is forgotten (past
+ * REWIND_ENTRIES_MAX, to stay within the disk budget, or covered by an
+ * older snapshot without that part) sets the session's floor: it can be
+ * rewound to the floor at the earliest, and rewind says so.
  *
  * A rewind restores each file the selected changes touched to what it
  * was before the first of them, only where the file still holds what the
@@ -43,9 +45,12 @@
 struct event_base;
 struct rewind_call;
 struct sandbox;
+struct shadow_gc;
+struct event_base;
 
 #define REWIND_ENTRIES_MAX	4096	/* calls remembered per session */
 #define REWIND_FILES_MAX	2000	/* files one call's record names */
+#define REWIND_SNAP_FILES	20000	/* files of a session in a snapshot */
 
 #define REWIND_READY	0	/* done now */
 #define REWIND_WAIT	1	/* the callback runs once done */
@@ -91,6 +96,37 @@ void		 rewind_note(const char *sid, uint64_t seq, json_t *payload);
 void		 rewind_floor(const char *sid, uint64_t seq);
 /* A session closed: forget its changes. */
 void		 rewind_forget(const char *sid);
+/*
+ * A session's part of a disk log snapshot: a new object, or NULL when it
+ * remembers nothing (see rewind.c for the layout).
+ */
+json_t		*rewind_state(const char *sid);
+/*
+ * A session restored from a snapshot covering up to seq upto, with its
+ * part (borrowed). -1 if malformed: then only later changes are known
+ * (floor upto), as for a snapshot without a part.
+ */
+int		 rewind_restore(const char *sid, uint64_t upto, json_t *state);
+
+/*
+ * The shadow store's collection and disk budget (rewind-gc.c): a run on
+ * a thread removes what no remembered change, call in flight or store
+ * index needs; when the disk log and the stores together pass [log]
+ * max_bytes, the oldest changes are forgotten first.
+ */
+void		 rewind_gc_init(struct event_base *);
+/* Something changed what the stores must keep: a run will follow. */
+void		 rewind_gc_kick(void);
+/* daemon.status: the stores' figures, a new object. */
+json_t		*rewind_gc_status(void);
+/* Adds what every remembered change and call in flight needs to gc. */
+void		 rewind_keep(struct shadow_gc *gc);
+/*
+ * Forgets the oldest remembered changes until what their contents take
+ * (as the finished run gc measured them) adds up to need. Returns how
+ * many were forgotten.
+ */
+size_t		 rewind_trim(uint64_t need, struct shadow_gc *gc);
 
 /* What a rewind is asked to do (session.rewind). */
 struct rewind_req {
@@ -106,7 +142,7 @@ struct rewind_req {
  * [{path, action, diff}], conflicts}); else the files are restored and
  * cb runs once the workspace.rewound event is written (returns 0), or
  * nothing is done (-1 with err: conflict, not_found for nothing to
- * undo, gone for what a snapshot dropped).
+ * undo, gone for what was forgotten or is no longer stored).
  */
 int		 rewind_run(struct session *s, const struct rewind_req *,
 		    json_t **result, session_done_cb cb, void *arg,

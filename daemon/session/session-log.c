@@ -266,7 +266,7 @@ static json_t *
 session_snapshot(void)
 {
 	struct session	*s;
-	json_t		*sessions = json_array(), *o, *hist, *rids;
+	json_t		*sessions = json_array(), *o, *hist, *rids, *rw;
 	size_t		 i, k;
 
 	TAILQ_FOREACH(s, &session_all, entry) {
@@ -311,6 +311,9 @@ session_snapshot(void)
 		if (logindex_count(&s->lidx) > 0)
 			json_object_set_new(o, "log_index",
 			    logindex_json(&s->lidx));
+		/* What rewind remembers outlives the records it came from. */
+		if ((rw = rewind_state(s->id)) != NULL)
+			json_object_set_new(o, "rewind", rw);
 		json_array_append_new(sessions, o);
 	}
 	return json_pack("{s:i, s:o, s:o}", "version", SESSION_SNAPSHOT_VERSION,
@@ -386,7 +389,12 @@ session_restore_one(json_t *o)
 	}
 	s->seq = s->announced = (uint64_t)seq;
 	s->turn = (uint64_t)turn;
-	rewind_floor(s->id, s->seq);	/* older changes are not replayed */
+	/* Older changes are not replayed: the snapshot may hold them. */
+	if ((v = json_object_get(o, "rewind")) == NULL)
+		rewind_floor(s->id, s->seq);
+	else if (rewind_restore(s->id, s->seq, v) != 0)
+		log_warn("session %s: the snapshot's rewind changes are "
+		    "malformed; only later changes can be rewound", s->id);
 	if ((v = json_object_get(o, "log_index")) != NULL &&
 	    logindex_restore(&s->lidx, v, s->seq) != 0)
 		log_warn("session %s: the snapshot's log index is malformed; "

@@ -36,6 +36,7 @@
 #include "log.h"
 #include "osdep.h"
 #include "sandbox.h"
+#include "rewind.h"
 #include "session.h"
 #include "session-int.h"
 #include "xmalloc.h"
@@ -593,6 +594,8 @@ session_recover(void)
 	}
 	TAILQ_FOREACH(s, &session_all, entry)
 		session_settle(s);
+	/* Every remembered change is known: the shadow store's GC may run. */
+	rewind_gc_init(session_base);
 	if (idmap_count(&session_ids) > 0)
 		log_info("%zu sessions open, %u interrupted turns",
 		    idmap_count(&session_ids), n);

@@ -238,6 +238,21 @@ disklog_error(void)
 	return dl.append_err;
 }
 
+/* The log's bytes on disk, for budgets shared with it. */
+uint64_t
+disklog_disk_bytes(uint64_t *max)
+{
+	uint64_t	bytes;
+
+	*max = dl.opts.max_bytes;
+	if (dl.dir == NULL)
+		return 0;
+	pthread_mutex_lock(&dl.seg_mtx);
+	bytes = dl.disk_bytes;
+	pthread_mutex_unlock(&dl.seg_mtx);
+	return bytes;
+}
+
 /* An error state as JSON. */
 static json_t *
 dl_error_json(const struct dl_error *e)

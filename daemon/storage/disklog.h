@@ -159,6 +159,11 @@ uint64_t	 disklog_done_seq(void);
 int		 disklog_error(void);
 /* State for daemon.status (new reference). */
 json_t		*disklog_status(void);
+/*
+ * The log's files on disk in bytes (segments and snapshot, as
+ * daemon.status counts them); *max gets [log] max_bytes. 0 when closed.
+ */
+uint64_t	 disklog_disk_bytes(uint64_t *max);
 
 /*
  * Reads up to limit records after after_seq, stopping past max_bytes of

@@ -86,6 +86,26 @@ static struct {
 	.done = TAILQ_HEAD_INITIALIZER(sw.done),
 };
 
+/*
+ * Held by a snapshot from its first object to its index on disk, and by a
+ * collection (shadow-gc.c) while it decides and removes: a snapshot that
+ * outlasts the collection's grace would otherwise have its early objects,
+ * in no index yet, removed under it.
+ */
+static pthread_mutex_t	sw_store_mtx = PTHREAD_MUTEX_INITIALIZER;
+
+void
+shadow_store_lock(void)
+{
+	pthread_mutex_lock(&sw_store_mtx);
+}
+
+void
+shadow_store_unlock(void)
+{
+	pthread_mutex_unlock(&sw_store_mtx);
+}
+
 /* Takes a job's snapshot (and diff): the worker's, or the loop's inline. */
 static void
 sw_run(struct shadow_job *j)
@@ -93,6 +113,7 @@ sw_run(struct shadow_job *j)
 	struct shadow_result	*r = &j->res;
 
 	r->ok = 0;
+	shadow_store_lock();
 	if (shadow_snapshot(j->sh, r->tree, &j->cause) != 0)
 		goto out;
 	if (j->has_base && (r->changes = shadow_diff(j->sh, j->base, r->tree,
@@ -100,6 +121,7 @@ sw_run(struct shadow_job *j)
 		goto out;
 	r->ok = 1;
 out:
+	shadow_store_unlock();
 	r->cause = j->cause;
 }
 

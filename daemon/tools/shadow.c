@@ -409,10 +409,49 @@ shadow_diff(struct shadow *sh, const char *a, const char *b, size_t max,
 	return out;
 }
 
+/* libgit2, set up for another thread (see shadow.h). */
+int
+shadow_lib_init(char **cause)
+{
+	*cause = NULL;
+	return shadow_init(cause);
+}
+
+/* Whether an object is stored (a rewind's target still there). */
+int
+shadow_has(struct shadow *sh, const char *oid)
+{
+	git_odb	*odb;
+	git_oid	 id;
+	int	 r;
+
+	if (git_oid_fromstr(&id, oid) < 0 ||
+	    git_repository_odb(&odb, sh->repo) < 0)
+		return 0;
+	r = git_odb_exists(odb, &id);
+	git_odb_free(odb);
+	return r == 1;
+}
+
 #else /* !HAVE_LIBGIT2 */
 
 #define SHADOW_NONE "rewind is not available in this build of gbrd " \
 	"(it was built without libgit2)"
+
+int
+shadow_lib_init(char **cause)
+{
+	*cause = xstrdup(SHADOW_NONE);
+	return -1;
+}
+
+int
+shadow_has(struct shadow *sh, const char *oid)
+{
+	(void)sh;
+	(void)oid;
+	return 0;
+}
 
 struct shadow *
 shadow_open(const char *state_dir, const char *root, char **cause)

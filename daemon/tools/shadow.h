@@ -57,6 +57,13 @@ struct shadow	*shadow_open(const char *state_dir, const char *root,
  * taking is cut short; every job not cancelled hears it failed).
  */
 void		 shadow_shutdown(void);
+/*
+ * Sets libgit2 up (once) as the stores need it, so that another thread
+ * may use it (shadow-gc.c). Returns 0 or -1 with *cause.
+ */
+int		 shadow_lib_init(char **cause);
+/* 1 if the store holds an object (40 hex digits), else 0. */
+int		 shadow_has(struct shadow *, const char *oid);
 /* 1 if this build can snapshot commands (libgit2 is there). */
 int		 shadow_available(void);
 /* Stores len bytes; *oid gets their id. Returns 0 or -1 with *cause. */
@@ -123,4 +130,11 @@ struct shadow_job *shadow_snapshot_start(struct shadow *, const char *base,
 void		 shadow_job_cancel(struct shadow_job *);
 /* Stops the worker: shadow_shutdown's first step. */
 void		 shadow_work_stop(void);
+/*
+ * The lock a command's snapshot holds (on the worker) and a collection
+ * holds while it marks and sweeps a store (shadow-gc.c): never on the loop
+ * but in the inline fallback.
+ */
+void		 shadow_store_lock(void);
+void		 shadow_store_unlock(void);
 #endif

@@ -5,10 +5,14 @@ files; a refusal naming the file a person changed afterwards (and --force
 through it); across kill -9 and a restart; a rewind of a rewind; from a
 second terminal; files the agent never touched left alone; the shadow
 store kept out of the workspace."""
+import json
 import os
 import re
 
+import pytest
+
 import test_agent as agent
+from test_disklog_history import rewrite_snapshot
 from test_agent import fake  # noqa: F401 (a fixture)
 from test_tools import call, world  # noqa: F401 (world is a fixture)
 
@@ -265,22 +269,92 @@ def test_repl_lists_shows_the_diff_and_asks(world):
     assert get(world, "a.txt") == "one\n"
 
 
-def test_what_a_snapshot_dropped_is_gone_and_said(make_daemon, tmpdir_short):
-    """A disk log snapshot drops the records it covers: after a restart,
-    changes from before it can no longer be rewound, and rewind says so
-    (gone, with the earliest seq it can still reach); later ones can."""
-    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n")
+def snapshot_world(make_daemon, tmpdir_short):
+    """A daemon whose log snapshots itself often, a session in a
+    workspace, a write_file and a command recorded, then enough records
+    that a snapshot covers them: (world, base seq, snapshot path)."""
+    d = make_daemon(config="[log]\nsegment_bytes = 64K\nmax_bytes = 1M\n"
+                    "snapshot_bytes = 64K\n")
     ws = os.path.join(tmpdir_short, "snapws")
     os.makedirs(ws)
     c = d.conn()
     sid = c.call("session.create", {"workspace": ws})["result"]["id"]
     w = {"c": c, "sid": sid, "ws": ws, "d": d}
+    put(w, "old.txt", "before\n")
     base = seq_now(w)
     ok(call(w, "write_file", path="old.txt", content="old\n"))
-    for i in range(2500):
+    sh(w, "printf 'b\\000\\377' > bin.dat; echo cmd > c.txt")
+    last = seq_now(w)
+    for i in range(400):
         assert "result" in c.call("log.append", {"type": "user.pad", "data": {
             "i": i, "pad": "p" * 300}})
+    logdir = os.path.join(d.state, "log")
+    snaps = sorted(f for f in os.listdir(logdir) if f.endswith(".snap"))
+    assert snaps, os.listdir(logdir)
+    snap = os.path.join(logdir, snaps[-1])
+    with open(snap, "rb") as f:
+        body = json.loads(f.read()[64:])
+    mine = [o for o in body["modules"]["session"]["sessions"]
+            if o["id"] == sid][0]
+    assert mine["seq"] >= last        # the snapshot covers the changes
+    return w, base, snap, body
+
+
+def test_rewind_survives_a_snapshot_and_kill9(make_daemon, tmpdir_short):
+    """What rewind remembers is in the disk log snapshot: after the
+    records of the changes were covered by one, a kill -9 and a restart,
+    both changes are still known and undone, to the byte."""
+    w, base, snap, body = snapshot_world(make_daemon, tmpdir_short)
+    mine = [o for o in body["modules"]["session"]["sessions"]
+            if o["id"] == w["sid"]][0]
+    part = mine["rewind"]
+    assert part["floor"] == 0
+    # [seq, ts, turn, rewind, call_id, tool, [[path, before, after]]]
+    assert [ch[5] for ch in part["changes"]] == ["write_file", "run_script"]
+    assert sorted(f[0] for ch in part["changes"] for f in ch[6]) == \
+        ["bin.dat", "c.txt", "old.txt"]
+    d = w["d"]
+    d.kill9()
+    d.start()
+    w["c"] = d.conn()
+    got = ok(w["c"].call("session.changes", {"session": w["sid"]}))
+    assert got["floor"] == 0
+    assert sorted(f for ch in got["changes"] for f in ch["files"]) == \
+        ["bin.dat", "c.txt", "old.txt"]
+    ok(rewind(w, seq=base))
+    assert get(w, "old.txt") == "before\n"
+    assert get(w, "c.txt") is None and get(w, "bin.dat") is None
+
+
+@pytest.mark.parametrize("part", [
+    None,                                           # an older gbrd's
+    {"floor": 0, "changes": "x"},
+    {"floor": 0, "changes": [[1, 0, 0, False, "c", "write_file",
+                              [["a", "not an id", ""]]]]},
+    {"floor": 0, "changes": [[10 ** 9, 0, 0, False, "c", "write_file", []]]},
+    {"changes": []},
+])
+def test_a_snapshot_without_rewind_part_is_gone_and_said(make_daemon,
+                                                         tmpdir_short, part):
+    """A snapshot written before rewind's part existed (or whose part does
+    not read) still loads: changes from before it can no longer be
+    rewound, and rewind says so (gone, with the earliest seq it can still
+    reach); later ones can."""
+    w, base, snap, body = snapshot_world(make_daemon, tmpdir_short)
+    d = w["d"]
     d.stop()
+    logdir = os.path.join(d.state, "log")
+    snap = sorted(os.path.join(logdir, f) for f in os.listdir(logdir)
+                  if f.endswith(".snap"))[-1]
+    with open(snap, "rb") as f:
+        body = json.loads(f.read()[64:])
+    n = 0
+    for o in body["modules"]["session"]["sessions"]:
+        n += o.pop("rewind", None) is not None
+        if part is not None:
+            o["rewind"] = part
+    assert n == 1
+    rewrite_snapshot(snap, json.dumps(body, separators=(",", ":")).encode())
     d.start()
     c = w["c"] = d.conn()
     mid = seq_now(w)
@@ -290,8 +364,9 @@ def test_what_a_snapshot_dropped_is_gone_and_said(make_daemon, tmpdir_short):
     assert "dropped" in r["error"]["message"]
     floor = r["error"]["data"]["floor"]
     assert floor >= base
-    assert ok(c.call("session.changes", {"session": sid}))["floor"] == floor
-    p = d.ctl("rewind", sid)
+    assert ok(c.call("session.changes", {"session": w["sid"]}))["floor"] == \
+        floor
+    p = d.ctl("rewind", w["sid"])
     assert "can no longer be rewound" in p.stdout, p.stdout
     ok(rewind(w, seq=mid))
     assert get(w, "new.txt") is None and get(w, "old.txt") == "old\n"
