@@ -589,15 +589,16 @@ def test_conversation_rewind_survives_a_snapshot(make_daemon, fake,
     # Still there for a person to read.
     roles = [m["role"] for m in agent.history(w["c"], sid)]
     assert roles.count("rewind") == 1 and len(roles) == 11, roles
-    # A turn after the snapshot that changed no file: rewind knows no
-    # change of it (its floor is past turns 1 and 2), which is not "gone"
-    # for the conversation: it is rewound alone.
-    assert ok(w["c"].call("session.changes", {"session": sid}))["floor"] > 0
+    # A turn that changed no file is rewound in the conversation alone.
     r = ok(w["c"].call("session.rewind", {"session": sid, "turn": 3,
                                            "conversation": True}))
     assert r["changes"] == [] and r["conversation"]["messages"] == 2, r
-    r = w["c"].call("session.rewind", {"session": sid, "turn": 1})
-    assert r["error"]["data"]["kind"] == "gone", r
+    # The files' changes came through the snapshot too (their memory is in
+    # it): turn 1's write can still be undone.
+    assert ok(w["c"].call("session.changes", {"session": sid}))["floor"] == 0
+    r = ok(w["c"].call("session.rewind", {"session": sid, "turn": 1,
+                                           "dry_run": True}))
+    assert [x["path"] for x in r["changes"]] == ["a.txt"], r
 
 
 def test_gbrctl_rewind_conversation(make_daemon, fake, tmpdir_short):
