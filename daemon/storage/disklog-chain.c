@@ -1,23 +1,33 @@
 /*
  * The disk log's hash chain (doc/DISKLOG.md, "The chain"; the hash and
- * the signatures are store/logchain.c's). On the loop thread: every
- * record joins the chain when it is done, in seq order (dl_complete), so
- * a record that failed and whose seq was given out again never did;
- * every chain_every records, and at a clean shutdown, the head is
- * appended as a "log.chain" record {upto, head, sig?, key?}; a snapshot
- * carries the head it was taken at ({chain: {seq, head, sig?}}), and the
- * segments it drops are only those the head covers, so the chain stays
- * checkable from the snapshot on. At open the chain is taken from the
- * snapshot and carried through the replay.
+ * the signatures are store/logchain.c's). The writer thread computes it:
+ * once a batch's records are in the file (after their fsync, if they have
+ * one) it hashes them, in seq order, from the batch buffer it just wrote
+ * (dl_chain_written), so a record whose write failed, and whose seq was
+ * given out again, never joined it, and the loop copies nothing for it.
+ * The head (w_chain) is the writer's; it publishes it with its progress
+ * (r_chain, under mtx) and the loop keeps the last one it saw (chain).
+ * When the loop writes a small batch itself (dl_write_inline) it holds
+ * the writer's state, and hashes that batch the same way.
+ *
+ * On the loop thread: every chain_every records, and at a clean
+ * shutdown, the head is appended as a "log.chain" record {upto, head,
+ * sig?, key?} (it joins the chain in its turn); a snapshot carries the
+ * head it was taken at ({chain: {seq, head, sig?}}), and the segments it
+ * drops are only those the head covers, so the chain stays checkable from
+ * the snapshot on. At open the chain is taken from the snapshot and
+ * carried through the replay, before the writer starts.
  *
  * With a signing key (an Ed25519 seed, 64 hex digits, in the file [log]
- * signing_key names), every head written is signed.
+ * signing_key names), every head written is signed, on the loop: once per
+ * head, not per record.
  */
 #include "gbr-config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,13 +106,59 @@ dl_chain_replay(const struct logfmt_record *rec)
 		    rec->type_len, rec->data, rec->data_len);
 }
 
-/* A record is done: it joins the chain. */
+/* The chain as the replay left it becomes the writer's (before it starts). */
 void
-dl_chain_done(const struct dl_pending *e)
+dl_chain_start(void)
 {
-	if (dl.opts.chain && e->copy != NULL && e->seq == dl.chain.seq + 1)
-		logchain_add(&dl.chain, e->seq, e->ts_ms, e->copy, e->type_len,
-		    e->copy + e->type_len, e->data_len);
+	dl.w_chain = dl.chain;
+	dl.r_chain = dl.chain;
+}
+
+/* Reads a little-endian integer of a record's head. */
+static uint64_t
+dl_chain_le(const unsigned char *p, int n)
+{
+	uint64_t	v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/*
+ * Bytes [from, to) of a batch, whole records in seq order, are in the
+ * file: they join the chain. Writer thread (or the loop holding its
+ * state). A record that does not follow the head (a hole a snapshot
+ * covers, where the chain cannot go on) does not join, as in the replay.
+ */
+void
+dl_chain_written(const struct dl_buf *b, size_t from, size_t to)
+{
+	const unsigned char	*r;
+	size_t			 p, size, tl;
+	uint64_t		 seq;
+
+	for (p = from; p < to; p += size) {
+		r = b->data + p;
+		size = 8 + (size_t)dl_chain_le(r, 4);
+		seq = dl_chain_le(r + 8, 8);
+		tl = r[24];
+		if (seq != dl.w_chain.seq + 1)
+			continue;
+		logchain_add(&dl.w_chain, seq, (int64_t)dl_chain_le(r + 16, 8),
+		    (const char *)r + LOGFMT_RECORD_HEAD, tl,
+		    (const char *)r + LOGFMT_RECORD_HEAD + tl,
+		    size - LOGFMT_RECORD_HEAD - tl);
+	}
+}
+
+/* The loop takes the head the writer published last. */
+void
+dl_chain_sync(void)
+{
+	pthread_mutex_lock(&dl.mtx);
+	dl.chain = dl.r_chain;
+	pthread_mutex_unlock(&dl.mtx);
 }
 
 /* The head now as {seq|upto, head, sig?, key?} (new). */
@@ -128,7 +184,8 @@ dl_chain_json(const char *seqname)
 
 /*
  * Appends the head as a log.chain record when chain_every records joined
- * since the last one (or, with force, any).
+ * since the last one (or, with force, any). The head is the one the loop
+ * saw last (dl_done_cb copies it; callers that need it fresh sync first).
  */
 void
 dl_chain_anchor(int force)
