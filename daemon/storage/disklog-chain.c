@@ -24,6 +24,8 @@
  */
 #include "gbr-config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,11 +37,30 @@
 
 #include <sodium.h>
 
+#include "cpu.h"
 #include "disklog-int.h"
 #include "log.h"
 #include "logchain.h"
 #include "logfmt.h"
+#include "logscan.h"
 #include "xmalloc.h"
+
+/* Segments smaller than this the loop hashes itself as it replays them. */
+#define DL_CHAIN_AHEAD_MIN	(256 * 1024)
+
+/*
+ * The replay's hasher for one segment: a thread that reads the file on its
+ * own and carries the chain through it while the loop replays it.
+ */
+struct dl_chain_ahead {
+	pthread_t	 thr;
+	int		 fd;
+	uint64_t	 size;
+	struct logchain	 from;		/* the chain before the segment */
+	struct logchain	 c;		/* ... and after what it walked */
+	uint64_t	 end;		/* the offset after the last one walked */
+	uint64_t	 last_seq;
+};
 
 /* Loads the signing key, if one is configured. Returns 0 or -1. */
 int
@@ -104,6 +125,106 @@ dl_chain_replay(const struct logfmt_record *rec)
 	if (dl.opts.chain && rec->seq == dl.chain.seq + 1)
 		logchain_add(&dl.chain, rec->seq, rec->ts_ms, rec->type,
 		    rec->type_len, rec->data, rec->data_len);
+}
+
+/*
+ * Walks a segment's records from its header up to limit, without their
+ * checksums, adding to c each record that follows it; stops at the first
+ * one that cannot be decoded. *end and *last_seq: after the last walked.
+ */
+static void
+dl_chain_walk(int fd, uint64_t limit, struct logchain *c, uint64_t *end,
+    uint64_t *last_seq)
+{
+	struct logscan_reader	 rd;
+	struct logfmt_record	 rec;
+	const char		*why;
+	uint64_t		 pos = LOGFMT_HEADER_SIZE;
+
+	logscan_reader_init(&rd, fd, limit);
+	*last_seq = 0;
+	while (pos < limit && logscan_record_at_unchecked(&rd, pos, &rec,
+	    &why) == LOGFMT_OK) {
+		if (rec.seq == c->seq + 1)
+			logchain_add(c, rec.seq, rec.ts_ms, rec.type,
+			    rec.type_len, rec.data, rec.data_len);
+		*last_seq = rec.seq;
+		pos += rec.size;
+	}
+	*end = pos;
+	logscan_reader_release(&rd);
+}
+
+/* The hasher's thread: the whole file. */
+static void *
+dl_chain_ahead_main(void *arg)
+{
+	struct dl_chain_ahead	*ch = arg;
+
+	dl_chain_walk(ch->fd, ch->size, &ch->c, &ch->end, &ch->last_seq);
+	return NULL;
+}
+
+/*
+ * Starts hashing a segment on a thread of its own, from the chain as it is
+ * now, so that the replay's loop thread does not (it parses and applies);
+ * NULL when the loop should hash as it goes (no chain, one CPU, a small
+ * segment). The loop's scan stays the judge: dl_chain_ahead_end keeps the
+ * result only if the thread walked exactly the records the scan accepted.
+ */
+struct dl_chain_ahead *
+dl_chain_ahead_start(const char *name)
+{
+	struct dl_chain_ahead	*ch;
+	struct stat		 sb;
+	int			 fd;
+
+	if (!dl.opts.chain || osdep_cpu_count() < 2)
+		return NULL;
+	if ((fd = openat(dl.dirfd, name, O_RDONLY | O_CLOEXEC |
+	    O_NOFOLLOW)) == -1)
+		return NULL;
+	if (fstat(fd, &sb) != 0 || sb.st_size < DL_CHAIN_AHEAD_MIN) {
+		close(fd);
+		return NULL;
+	}
+	ch = xcalloc(1, sizeof *ch);
+	ch->fd = fd;
+	ch->size = (uint64_t)sb.st_size;
+	ch->from = ch->c = dl.chain;
+	if (pthread_create(&ch->thr, NULL, dl_chain_ahead_main, ch) != 0) {
+		close(fd);
+		free(ch);
+		return NULL;
+	}
+	return ch;
+}
+
+/*
+ * The loop's scan of the segment accepted the records before good_end,
+ * the last one last_seq: the chain goes on from them. If the hasher walked
+ * anything else (it stopped short, or went on past damage or a record a
+ * module refused), the loop hashes those records again itself.
+ */
+void
+dl_chain_ahead_end(struct dl_chain_ahead *ch, uint64_t good_end,
+    uint64_t last_seq)
+{
+	struct logchain	c;
+	uint64_t	end, seq;
+
+	if (ch == NULL)
+		return;
+	pthread_join(ch->thr, NULL);
+	if (ch->end == good_end && ch->last_seq == last_seq)
+		dl.chain = ch->c;
+	else {
+		c = ch->from;
+		dl_chain_walk(ch->fd, good_end, &c, &end, &seq);
+		dl.chain = c;
+	}
+	close(ch->fd);
+	free(ch);
 }
 
 /* The chain as the replay left it becomes the writer's (before it starts). */

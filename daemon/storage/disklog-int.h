@@ -314,6 +314,10 @@ struct logfmt_record;
 int		 dl_chain_open(char **cause);
 void		 dl_chain_restore(json_t *root, uint64_t snap_seq);
 void		 dl_chain_replay(const struct logfmt_record *);
+struct dl_chain_ahead;
+struct dl_chain_ahead *dl_chain_ahead_start(const char *name);
+void		 dl_chain_ahead_end(struct dl_chain_ahead *, uint64_t good_end,
+		    uint64_t last_seq);
 void		 dl_chain_start(void);
 void		 dl_chain_written(const struct dl_buf *, size_t from,
 		    size_t to);

@@ -346,6 +346,114 @@ test_failed_switch(void)
 	    (unsigned long long)k.last_upto, (unsigned long long)k.records);
 }
 
+/* The path of the only segment (new). */
+static char *
+only_segment(void)
+{
+	struct logscan_dir	 d;
+	char			*dir = xasprintf("%s/log", state), *cause;
+	char			*path = NULL;
+	int			 dfd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	if (dfd != -1 && logscan_list(dfd, &d, &cause) == 0) {
+		if (d.nsegs == 1)
+			path = xasprintf("%s/%s", dir, d.segs[0].name);
+		logscan_dir_free(&d);
+	}
+	if (dfd != -1)
+		close(dfd);
+	free(dir);
+	return path;
+}
+
+/*
+ * A large segment is hashed at open by a thread of its own while the loop
+ * replays it; the loop keeps that head only where its own scan agrees. A
+ * torn tail is cut (the hasher stops there too); damage that --repair
+ * cuts off is something the hasher walks past without checksums, so its
+ * head must not be kept there.
+ */
+static void
+test_replay_hasher(void)
+{
+	struct disklog_opts	 o = opts(64 << 20);
+	struct chk		 k;
+	struct stat		 sb;
+	char			*cause = NULL, *path;
+	unsigned char		*b, mark[8];
+	size_t			 len, off, i;
+	int			 fd;
+
+	wipe();
+	memset(&cbs, 0, sizeof cbs);
+	o.chain_every = 500;
+	CHECK(disklog_open(base, state, &o, &cause) == 0, "a fresh log");
+	for (i = 0; i < 6; i++) {
+		append_n(500, 200, 0, "big");
+		run_until(&cbs.done, 500 * (int)(i + 1));
+	}
+	CHECK(cbs.done == 3000, "3000 records of ~250 bytes");
+	disklog_close();
+	path = only_segment();
+	CHECK(path != NULL && stat(path, &sb) == 0 && sb.st_size > 512 * 1024,
+	    "in one segment of %lld bytes", path != NULL ?
+	    (long long)sb.st_size : 0LL);
+
+	/* A crash's torn tail: half a record at the end, the segment open. */
+	b = path != NULL ? slurp(path, &len) : NULL;
+	logfmt_clean_marker(mark, 0);
+	if (b != NULL && (fd = open(path, O_WRONLY)) != -1) {
+		(void)pwrite(fd, b + LOGFMT_HEADER_SIZE, 100, (off_t)len);
+		(void)pwrite(fd, mark, sizeof mark, LOGFMT_CLEAN_OFFSET);
+		close(fd);
+	}
+	memset(&cbs, 0, sizeof cbs);
+	CHECK(disklog_open(base, state, &o, &cause) == 0, "reopens, the torn "
+	    "tail cut");
+	append_n(20, 200, 0, "after-torn");
+	CHECK(run_until(&cbs.done, 20), "20 more");
+	disklog_close();
+	k = check_files("after-torn");
+	CHECK(k.tagged == 20 && !k.gap && k.bad == 0 && k.heads >= 6 &&
+	    k.last_upto == k.records - 1, "the chain went on from the head "
+	    "the replay computed: %d heads hold, the last covers all %llu",
+	    k.heads, (unsigned long long)k.records);
+
+	/* Damage in the middle: one byte of a record's data, not resealed. */
+	free(b);
+	b = slurp(path, &len);
+	fd = open(path, O_WRONLY);
+	for (off = LOGFMT_HEADER_SIZE, i = 0; b != NULL && i < 2000; i++)
+		off += 8 + (size_t)(b[off] | b[off + 1] << 8 |
+		    b[off + 2] << 16 | (size_t)b[off + 3] << 24);
+	if (fd != -1 && b != NULL) {
+		(void)pwrite(fd, "#", 1, (off_t)(off + 60));
+		close(fd);
+	}
+	free(b);
+	free(cause);
+	cause = NULL;
+	CHECK(disklog_open(base, state, &o, &cause) != 0, "damage in the "
+	    "middle refuses the start");
+	free(cause);
+	cause = NULL;
+	o.repair = 1;
+	memset(&cbs, 0, sizeof cbs);
+	CHECK(disklog_open(base, state, &o, &cause) == 0, "--repair cuts it "
+	    "off");
+	o.repair = 0;
+	append_n(20, 200, 0, "after-repair");
+	CHECK(run_until(&cbs.done, 20), "20 more");
+	disklog_close();
+	k = check_files("after-repair");
+	CHECK(k.tagged == 20 && !k.gap && k.bad == 0 && k.records < 2100 &&
+	    k.last_upto == k.records - 1, "the head goes on from the last "
+	    "record kept, not from what the hasher read past the damage (%d "
+	    "heads hold, %llu records)", k.heads,
+	    (unsigned long long)k.records);
+	free(path);
+}
+
 int
 main(void)
 {
@@ -360,6 +468,7 @@ main(void)
 		return 1;
 	test_failed_write();
 	test_failed_switch();
+	test_replay_hasher();
 	wipe();
 	unlink(faultfile);
 	rmdir(state);
