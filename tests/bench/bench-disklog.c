@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -328,72 +329,114 @@ median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* CPU seconds of the calling thread (who) or of the whole process. */
+static double
+cpu_now(int thread)
+{
+	struct rusage	ru;
+
+#ifdef RUSAGE_THREAD
+	if (getrusage(thread ? RUSAGE_THREAD : RUSAGE_SELF, &ru) != 0)
+#else
+	if (thread || getrusage(RUSAGE_SELF, &ru) != 0)
+#endif
+		return 0;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* What chain_compare measures, each round, chain off [0] and on [1]. */
+enum {
+	CC_APP,		/* appends/s */
+	CC_REP,		/* replayed records/s */
+	CC_APP_LOOP,	/* ns of the loop thread's CPU per append */
+	CC_APP_CPU,	/* ns of every thread's CPU per append */
+	CC_REP_LOOP,	/* the same for the replay */
+	CC_REP_CPU,
+	CC_N
+};
+
 /*
  * The chain's cost: non-durable appends and a replay into a module, with
  * the chain off and on, alternating rounds of each (off first, then on,
- * then off...); medians, and the ratio of each round to the one before.
+ * then off...); medians of the rates, of the ratio of each round's pair,
+ * and of the CPU time per record (the loop thread's, and all threads').
  */
 static void
 chain_compare(long n, int rounds)
 {
-	double	*app[2], *rep[2], *pa, *pr, call_us, t, ma[2], mr[2], ratio_a,
-		 ratio_r;
+	static const char *const names[CC_N] = {
+		"non-durable appends", "replay into a module",
+		"  appends: loop thread CPU per record",
+		"  appends: all threads' CPU per record",
+		"  replay: loop thread CPU per record",
+		"  replay: all threads' CPU per record",
+	};
+	double	*m[CC_N][2], *ratio[2], call_us, t, l0, c0, med[2], r;
 	char	 a[32], b[32];
-	int	 round, on;
+	int	 round, on, k;
 
-	for (on = 0; on < 2; on++) {
-		app[on] = xcalloc((size_t)rounds, sizeof *app[on]);
-		rep[on] = xcalloc((size_t)rounds, sizeof *rep[on]);
+	for (k = 0; k < CC_N; k++) {
+		for (on = 0; on < 2; on++)
+			m[k][on] = xcalloc((size_t)rounds, sizeof *m[k][on]);
 	}
-	pa = xcalloc((size_t)rounds, sizeof *pa);
-	pr = xcalloc((size_t)rounds, sizeof *pr);
+	for (k = 0; k < 2; k++)
+		ratio[k] = xcalloc((size_t)rounds, sizeof *ratio[k]);
 	for (round = 0; round < rounds; round++) {
 		for (on = 0; on < 2; on++) {
 			chain_on = on;
 			wipe();
 			(void)open_log();
-			app[on][round] = bench_nondurable(n, &call_us);
+			l0 = cpu_now(1);
+			c0 = cpu_now(0);
+			m[CC_APP][on][round] = bench_nondurable(n, &call_us);
+			m[CC_APP_LOOP][on][round] = (cpu_now(1) - l0) * 1e9 / n;
 			disklog_close();
+			m[CC_APP_CPU][on][round] = (cpu_now(0) - c0) * 1e9 / n;
 			replayed = 0;
+			l0 = cpu_now(1);
+			c0 = cpu_now(0);
 			t = open_log();
-			rep[on][round] = (double)replayed / t;
+			m[CC_REP_LOOP][on][round] = (cpu_now(1) - l0) * 1e9 /
+			    (double)replayed;
+			m[CC_REP_CPU][on][round] = (cpu_now(0) - c0) * 1e9 /
+			    (double)replayed;
+			m[CC_REP][on][round] = (double)replayed / t;
 			disklog_close();
 		}
 		printf("  round %d: appends %.0fk/s on, %.0fk/s off (%.0f%%); "
 		    "replay %.0fk/s on, %.0fk/s off (%.0f%%)\n", round + 1,
-		    app[1][round] / 1e3, app[0][round] / 1e3,
-		    100 * app[1][round] / app[0][round], rep[1][round] / 1e3,
-		    rep[0][round] / 1e3, 100 * rep[1][round] / rep[0][round]);
+		    m[CC_APP][1][round] / 1e3, m[CC_APP][0][round] / 1e3,
+		    100 * m[CC_APP][1][round] / m[CC_APP][0][round],
+		    m[CC_REP][1][round] / 1e3, m[CC_REP][0][round] / 1e3,
+		    100 * m[CC_REP][1][round] / m[CC_REP][0][round]);
 		fflush(stdout);
-		pa[round] = app[1][round] / app[0][round];
-		pr[round] = rep[1][round] / rep[0][round];
+		for (k = 0; k < 2; k++)
+			ratio[k][round] = m[k][1][round] / m[k][0][round];
 	}
 	chain_on = 0;
-	for (on = 0; on < 2; on++) {
-		ma[on] = median(app[on], rounds);
-		mr[on] = median(rep[on], rounds);
-		free(app[on]);
-		free(rep[on]);
-	}
-	ratio_a = ma[1] / ma[0];
-	ratio_r = mr[1] / mr[0];
 	snprintf(a, sizeof a, "the hash chain (medians of %d)", rounds);
 	printf("\n%-44s %14s %18s\n", a, "chain on", "chain off");
-	printf("%-44s %14s %18s   %.0f%% of off; goal >= 90%%: %s\n",
-	    "non-durable appends", rate(ma[1], a, sizeof a),
-	    rate(ma[0], b, sizeof b), ratio_a * 100,
-	    ratio_a >= 0.9 ? "met" : "NOT met");
-	printf("%-44s %14s %18s   %.0f%% of off; goal >= 90%%: %s\n",
-	    "replay into a module", rate(mr[1], a, sizeof a),
-	    rate(mr[0], b, sizeof b), ratio_r * 100,
-	    ratio_r >= 0.9 ? "met" : "NOT met");
-	/* On a shared machine the pairs (on and off back to back) say more. */
-	printf("%-44s %13.0f%% %18s\n", "  median of the rounds' on/off, appends",
-	    100 * median(pa, rounds), "");
-	printf("%-44s %13.0f%% %18s\n", "  median of the rounds' on/off, replay",
-	    100 * median(pr, rounds), "");
-	free(pa);
-	free(pr);
+	for (k = 0; k < CC_N; k++) {
+		for (on = 0; on < 2; on++)
+			med[on] = median(m[k][on], rounds);
+		if (k == CC_APP || k == CC_REP) {
+			r = med[1] / med[0];
+			printf("%-44s %14s %18s   %.0f%% of off; goal >= 90%%: "
+			    "%s\n", names[k], rate(med[1], a, sizeof a),
+			    rate(med[0], b, sizeof b), r * 100,
+			    r >= 0.9 ? "met" : "NOT met");
+			/* On a shared machine the pairs say more. */
+			printf("%-44s %13.0f%%\n", "  median of the rounds' "
+			    "on/off", 100 * median(ratio[k], rounds));
+		} else
+			printf("%-44s %11.0f ns %15.0f ns\n", names[k], med[1],
+			    med[0]);
+		for (on = 0; on < 2; on++)
+			free(m[k][on]);
+	}
+	for (k = 0; k < 2; k++)
+		free(ratio[k]);
 }
 
 int
