@@ -16,7 +16,10 @@
  * head it was taken at ({chain: {seq, head, sig?}}), and the segments it
  * drops are only those the head covers, so the chain stays checkable from
  * the snapshot on. At open the chain is taken from the snapshot and
- * carried through the replay, before the writer starts.
+ * carried through the replay, before the writer starts: a large segment
+ * by a thread that reads and hashes it beside the loop's replay
+ * (dl_chain_ahead_*), whose head the loop keeps only where its own scan
+ * accepted the same records; a small one by the loop as it replays.
  *
  * With a signing key (an Ed25519 seed, 64 hex digits, in the file [log]
  * signing_key names), every head written is signed, on the loop: once per

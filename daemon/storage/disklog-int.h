@@ -13,6 +13,8 @@
  *   disklog-read.c      the reader thread: disklog_read from the files
  *   disklog-replay.c    the scan of the segments at open, the torn tail
  *   disklog-ahead.c     parse-ahead: a helper thread parsing the replay
+ *   disklog-chain.c     the hash chain: hashed by the writer, its heads,
+ *                       and a thread hashing ahead of the replay
  *   disklog-repair.c    --repair, and the refusal to start on damage
  *
  * Which thread may touch which fields of dl is written above each group.
