@@ -222,6 +222,10 @@ dl_chain_ahead_end(struct dl_chain_ahead *ch, uint64_t good_end,
 	if (ch->end == good_end && ch->last_seq == last_seq)
 		dl.chain = ch->c;
 	else {
+		log_debug("disk log: the chain's hasher read to offset %" PRIu64
+		    " (seq %" PRIu64 "), the replay kept records to %" PRIu64
+		    " (seq %" PRIu64 "): hashing those again", ch->end,
+		    ch->last_seq, good_end, last_seq);
 		c = ch->from;
 		dl_chain_walk(ch->fd, good_end, &c, &end, &seq);
 		dl.chain = c;
