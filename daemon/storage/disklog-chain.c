@@ -16,10 +16,11 @@
  * head it was taken at ({chain: {seq, head, sig?}}), and the segments it
  * drops are only those the head covers, so the chain stays checkable from
  * the snapshot on. At open the chain is taken from the snapshot and
- * carried through the replay, before the writer starts: a large segment
- * by a thread that reads and hashes it beside the loop's replay
- * (dl_chain_ahead_*), whose head the loop keeps only where its own scan
- * accepted the same records; a small one by the loop as it replays.
+ * carried through the replay, before the writer starts, through the
+ * records the replay's scan accepted and no others: a large segment by a
+ * thread that reads and hashes it beside the loop's replay
+ * (dl_chain_ahead_*), whose head the loop keeps only where its scan
+ * accepted the same records; a small one by the loop after its scan.
  *
  * With a signing key (an Ed25519 seed, 64 hex digits, in the file [log]
  * signing_key names), every head written is signed, on the loop: once per
@@ -48,7 +49,7 @@
 #include "logscan.h"
 #include "xmalloc.h"
 
-/* Segments smaller than this the loop hashes itself as it replays them. */
+/* Segments smaller than this the loop hashes itself once it replayed them. */
 #define DL_CHAIN_AHEAD_MIN	(256 * 1024)
 
 /*
@@ -63,6 +64,7 @@ struct dl_chain_ahead {
 	struct logchain	 c;		/* ... and after what it walked */
 	uint64_t	 end;		/* the offset after the last one walked */
 	uint64_t	 last_seq;
+	int		 threaded;	/* thr runs (else the loop hashes) */
 };
 
 /* Loads the signing key, if one is configured. Returns 0 or -1. */
@@ -121,15 +123,6 @@ dl_chain_restore(json_t *root, uint64_t snap_seq)
 	dl.chain_anchor = dl.chain.seq;
 }
 
-/* A record read at open joins the chain. */
-void
-dl_chain_replay(const struct logfmt_record *rec)
-{
-	if (dl.opts.chain && rec->seq == dl.chain.seq + 1)
-		logchain_add(&dl.chain, rec->seq, rec->ts_ms, rec->type,
-		    rec->type_len, rec->data, rec->data_len);
-}
-
 /*
  * Walks a segment's records from its header up to limit, without their
  * checksums, adding to c each record that follows it; stops at the first
@@ -169,11 +162,13 @@ dl_chain_ahead_main(void *arg)
 }
 
 /*
- * Starts hashing a segment on a thread of its own, from the chain as it is
- * now, so that the replay's loop thread does not (it parses and applies);
- * NULL when the loop should hash as it goes (no chain, one CPU, a small
- * segment). The loop's scan stays the judge: dl_chain_ahead_end keeps the
- * result only if the thread walked exactly the records the scan accepted.
+ * Starts carrying the chain through a segment the loop is about to
+ * replay (NULL without the chain, or if the file cannot be opened: the
+ * scan then fails too). A large one, with two CPUs, is hashed by a thread
+ * of its own from the chain as it is now, so that the loop thread does not
+ * (it parses and applies); a small one is hashed by dl_chain_ahead_end.
+ * Either way the loop's scan is the judge: only the records it accepted
+ * join.
  */
 struct dl_chain_ahead *
 dl_chain_ahead_start(const char *name)
@@ -182,32 +177,29 @@ dl_chain_ahead_start(const char *name)
 	struct stat		 sb;
 	int			 fd;
 
-	if (!dl.opts.chain || osdep_cpu_count() < 2)
+	if (!dl.opts.chain)
 		return NULL;
 	if ((fd = openat(dl.dirfd, name, O_RDONLY | O_CLOEXEC |
 	    O_NOFOLLOW)) == -1)
 		return NULL;
-	if (fstat(fd, &sb) != 0 || sb.st_size < DL_CHAIN_AHEAD_MIN) {
-		close(fd);
-		return NULL;
-	}
 	ch = xcalloc(1, sizeof *ch);
 	ch->fd = fd;
-	ch->size = (uint64_t)sb.st_size;
 	ch->from = ch->c = dl.chain;
-	if (pthread_create(&ch->thr, NULL, dl_chain_ahead_main, ch) != 0) {
-		close(fd);
-		free(ch);
-		return NULL;
+	if (fstat(fd, &sb) == 0 && sb.st_size >= DL_CHAIN_AHEAD_MIN &&
+	    osdep_cpu_count() >= 2) {
+		ch->size = (uint64_t)sb.st_size;
+		ch->threaded = pthread_create(&ch->thr, NULL,
+		    dl_chain_ahead_main, ch) == 0;
 	}
 	return ch;
 }
 
 /*
  * The loop's scan of the segment accepted the records before good_end,
- * the last one last_seq: the chain goes on from them. If the hasher walked
- * anything else (it stopped short, or went on past damage or a record a
- * module refused), the loop hashes those records again itself.
+ * the last one last_seq: the chain goes on through them, and them only.
+ * The hasher's head is kept if it walked exactly those; if it walked
+ * anything else (it went on past damage, a torn tail or a record a module
+ * refused) or there was none, the loop hashes them itself.
  */
 void
 dl_chain_ahead_end(struct dl_chain_ahead *ch, uint64_t good_end,
@@ -218,14 +210,17 @@ dl_chain_ahead_end(struct dl_chain_ahead *ch, uint64_t good_end,
 
 	if (ch == NULL)
 		return;
-	pthread_join(ch->thr, NULL);
-	if (ch->end == good_end && ch->last_seq == last_seq)
+	if (ch->threaded)
+		pthread_join(ch->thr, NULL);
+	if (ch->threaded && ch->end == good_end && ch->last_seq == last_seq)
 		dl.chain = ch->c;
 	else {
-		log_debug("disk log: the chain's hasher read to offset %" PRIu64
-		    " (seq %" PRIu64 "), the replay kept records to %" PRIu64
-		    " (seq %" PRIu64 "): hashing those again", ch->end,
-		    ch->last_seq, good_end, last_seq);
+		if (ch->threaded)
+			log_debug("disk log: the chain's hasher read to offset "
+			    "%" PRIu64 " (seq %" PRIu64 "), the replay kept "
+			    "records to %" PRIu64 " (seq %" PRIu64 "): hashing "
+			    "those again", ch->end, ch->last_seq, good_end,
+			    last_seq);
 		c = ch->from;
 		dl_chain_walk(ch->fd, good_end, &c, &end, &seq);
 		dl.chain = c;

@@ -315,7 +315,6 @@ json_t		*dl_pa_take(struct dl_pa *, uint64_t seq, uint64_t off);
 struct logfmt_record;
 int		 dl_chain_open(char **cause);
 void		 dl_chain_restore(json_t *root, uint64_t snap_seq);
-void		 dl_chain_replay(const struct logfmt_record *);
 struct dl_chain_ahead;
 struct dl_chain_ahead *dl_chain_ahead_start(const char *name);
 void		 dl_chain_ahead_end(struct dl_chain_ahead *, uint64_t good_end,

@@ -7,7 +7,9 @@
  * Around a write that fails half way (its seqs are given out again, with
  * other records), a batch whose tail fails because the next segment
  * cannot be created (its head part is in the file and stays), and a
- * restart (the chain goes on from the replay).
+ * restart (the chain goes on from the replay); and at open, a large
+ * segment hashed by a thread beside the replay, a torn tail, damage and a
+ * record a module refused, each cut off.
  */
 #include "gbr-config.h"
 
@@ -34,6 +36,20 @@
 static char			 state[PATH_MAX];
 static char			 faultfile[PATH_MAX + 16];
 static struct event_base	*base;
+
+/* A module whose replay refuses one seq (0: none). */
+static uint64_t	refuse_seq;
+
+/* The module's replay: refuses refuse_seq. */
+static int
+mod_replay(uint64_t seq, int64_t ts, const char *type, json_t *payload)
+{
+	return seq == refuse_seq ? -1 : 0;
+}
+
+static const struct disklog_module test_module = {
+	"test", NULL, NULL, mod_replay, NULL
+};
 
 /* Callback results. */
 static struct {
@@ -454,6 +470,45 @@ test_replay_hasher(void)
 	free(path);
 }
 
+/*
+ * A module refuses a record at open and --repair cuts the log before it:
+ * the record must not be in the chain the log goes on with (it was,
+ * when the loop hashed each record as its scan read it).
+ */
+static void
+test_refused_record(void)
+{
+	struct disklog_opts	 o = opts(64 << 20);
+	struct chk		 k;
+	char			*cause = NULL;
+
+	wipe();
+	memset(&cbs, 0, sizeof cbs);
+	CHECK(disklog_open(base, state, &o, &cause) == 0, "a fresh log");
+	append_n(30, 40, 0, "first");
+	CHECK(run_until(&cbs.done, 30), "30 records in one small segment");
+	disklog_close();
+	refuse_seq = 20;
+	CHECK(disklog_open(base, state, &o, &cause) != 0, "the module "
+	    "refuses seq 20: no start");
+	free(cause);
+	cause = NULL;
+	o.repair = 1;
+	memset(&cbs, 0, sizeof cbs);
+	CHECK(disklog_open(base, state, &o, &cause) == 0 &&
+	    disklog_last_seq() == 19, "--repair keeps seqs 1 to 19");
+	refuse_seq = 0;
+	o.repair = 0;
+	append_n(10, 40, 0, "after-refusal");
+	CHECK(run_until(&cbs.done, 10), "10 more, from seq 20");
+	disklog_close();
+	k = check_files("after-refusal");
+	CHECK(k.tagged == 10 && !k.gap && k.bad == 0 && k.heads >= 1 &&
+	    k.last_upto == k.records - 1, "every head holds and the last "
+	    "covers all %llu records: the refused one never joined (%d heads "
+	    "hold, %d wrong)", (unsigned long long)k.records, k.heads, k.bad);
+}
+
 int
 main(void)
 {
@@ -469,6 +524,8 @@ main(void)
 	test_failed_write();
 	test_failed_switch();
 	test_replay_hasher();
+	disklog_register(&test_module);
+	test_refused_record();
 	wipe();
 	unlink(faultfile);
 	rmdir(state);
