@@ -121,6 +121,14 @@ logscan_record_at(struct logscan_reader *rd, uint64_t pos,
 	return logscan_record_at_crc(rd, pos, rec, why, 1);
 }
 
+/* Decodes the record at pos, its checksum not checked. */
+int
+logscan_record_at_unchecked(struct logscan_reader *rd, uint64_t pos,
+    struct logfmt_record *rec, const char **why)
+{
+	return logscan_record_at_crc(rd, pos, rec, why, 0);
+}
+
 /* The same, checking the checksum or trusting another reader's check. */
 static int
 logscan_record_at_crc(struct logscan_reader *rd, uint64_t pos,

@@ -91,6 +91,13 @@ int	 logscan_record_at(struct logscan_reader *, uint64_t pos,
 	    struct logfmt_record *, const char **why);
 
 /*
+ * The same without the checksum: only for a reader whose records another
+ * pass checks, and that keeps its result only where that pass agrees.
+ */
+int	 logscan_record_at_unchecked(struct logscan_reader *, uint64_t pos,
+	    struct logfmt_record *, const char **why);
+
+/*
  * The size the record at pos says it has, without checking it (a reader
  * skipping records another pass checks): 0 if there is no plausible one.
  */

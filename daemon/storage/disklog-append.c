@@ -225,7 +225,8 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 
 	dl.next_seq++;
 	dl.appends++;
-	if (cb != NULL || dl.watch != NULL || dl.opts.chain) {
+	/* (The chain needs nothing here: the writer hashes what it wrote.) */
+	if (cb != NULL || dl.watch != NULL) {
 		if (dl.pend_n == dl.pend_cap)
 			dl_pend_grow();
 		e = &dl.pend[(dl.pend_head + dl.pend_n) & (dl.pend_cap - 1)];
@@ -237,7 +238,7 @@ disklog_append_bounded(const char *type, const json_t *payload, int durable,
 		e->copy = NULL;
 		e->type_len = tl;
 		e->data_len = data_len;
-		if (dl.watch != NULL || dl.opts.chain) {
+		if (dl.watch != NULL) {
 			e->copy = xmalloc(tl + data_len);
 			memcpy(e->copy, type, tl);
 			memcpy(e->copy + tl, dl.scratch + LOGFMT_RECORD_HEAD + tl,
@@ -259,7 +260,6 @@ dl_complete(uint64_t done)
 		dl.done_seq = done;
 	while (dl.pend_n > 0 && dl.pend[dl.pend_head].seq <= done) {
 		e = dl_pend_pop();
-		dl_chain_done(&e);
 		if (dl.watch != NULL && e.copy != NULL)
 			dl.watch(dl.watch_arg, e.seq, e.ts_ms, e.copy,
 			    e.type_len, e.copy + e.type_len, e.data_len);
@@ -267,7 +267,6 @@ dl_complete(uint64_t done)
 		if (e.cb != NULL)
 			e.cb(e.arg, 0, e.seq);
 	}
-	dl_chain_anchor(0);
 }
 
 /*
@@ -430,6 +429,7 @@ dl_done_cb(evutil_socket_t fd, short events, void *arg)
 	snap_err = dl.r_snap_err;
 	snap_seq = dl.r_snap_seq;
 	dl.r_snap_new = 0;
+	dl.chain = dl.r_chain;		/* what the writer hashed */
 	pthread_mutex_unlock(&dl.mtx);
 
 	if (r_epoch == dl.epoch) {
@@ -442,6 +442,12 @@ dl_done_cb(evutil_socket_t fd, short events, void *arg)
 	}
 	if (err_new && err_epoch == dl.epoch)
 		dl_failed(err, op, done);
+	/*
+	 * A head goes in after the failure is handled, and not while writes
+	 * fail: dl_failed would drop it, or the disk fail it again.
+	 */
+	if (!dl.err_active)
+		dl_chain_anchor(0);
 	if (snap_new) {
 		free(dl.snap_error);
 		dl.snap_error = NULL;

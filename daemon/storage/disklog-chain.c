@@ -1,23 +1,39 @@
 /*
  * The disk log's hash chain (doc/DISKLOG.md, "The chain"; the hash and
- * the signatures are store/logchain.c's). On the loop thread: every
- * record joins the chain when it is done, in seq order (dl_complete), so
- * a record that failed and whose seq was given out again never did;
- * every chain_every records, and at a clean shutdown, the head is
- * appended as a "log.chain" record {upto, head, sig?, key?}; a snapshot
- * carries the head it was taken at ({chain: {seq, head, sig?}}), and the
- * segments it drops are only those the head covers, so the chain stays
- * checkable from the snapshot on. At open the chain is taken from the
- * snapshot and carried through the replay.
+ * the signatures are store/logchain.c's). The writer thread computes it:
+ * once a batch's records are in the file (after their fsync, if they have
+ * one) it hashes them, in seq order, from the batch buffer it just wrote
+ * (dl_chain_written), so a record whose write failed, and whose seq was
+ * given out again, never joined it, and the loop copies nothing for it.
+ * The head (w_chain) is the writer's; it publishes it with its progress
+ * (r_chain, under mtx) and the loop keeps the last one it saw (chain).
+ * When the loop writes a small batch itself (dl_write_inline) it holds
+ * the writer's state, and hashes that batch the same way.
+ *
+ * On the loop thread: every chain_every records, and at a clean
+ * shutdown, the head is appended as a "log.chain" record {upto, head,
+ * sig?, key?} (it joins the chain in its turn); a snapshot carries the
+ * head it was taken at ({chain: {seq, head, sig?}}), and the segments it
+ * drops are only those the head covers, so the chain stays checkable from
+ * the snapshot on. At open the chain is taken from the snapshot and
+ * carried through the replay, before the writer starts, through the
+ * records the replay's scan accepted and no others: a large segment by a
+ * thread that reads and hashes it beside the loop's replay
+ * (dl_chain_ahead_*), whose head the loop keeps only where its scan
+ * accepted the same records; a small one by the loop after its scan.
  *
  * With a signing key (an Ed25519 seed, 64 hex digits, in the file [log]
- * signing_key names), every head written is signed.
+ * signing_key names), every head written is signed, on the loop: once per
+ * head, not per record.
  */
 #include "gbr-config.h"
+
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +41,31 @@
 
 #include <sodium.h>
 
+#include "cpu.h"
 #include "disklog-int.h"
 #include "log.h"
 #include "logchain.h"
 #include "logfmt.h"
+#include "logscan.h"
 #include "xmalloc.h"
+
+/* Segments smaller than this the loop hashes itself once it replayed them. */
+#define DL_CHAIN_AHEAD_MIN	(256 * 1024)
+
+/*
+ * The replay's hasher for one segment: a thread that reads the file on its
+ * own and carries the chain through it while the loop replays it.
+ */
+struct dl_chain_ahead {
+	pthread_t	 thr;
+	int		 fd;
+	uint64_t	 size;
+	struct logchain	 from;		/* the chain before the segment */
+	struct logchain	 c;		/* ... and after what it walked */
+	uint64_t	 end;		/* the offset after the last one walked */
+	uint64_t	 last_seq;
+	int		 threaded;	/* thr runs (else the loop hashes) */
+};
 
 /* Loads the signing key, if one is configured. Returns 0 or -1. */
 int
@@ -87,22 +123,165 @@ dl_chain_restore(json_t *root, uint64_t snap_seq)
 	dl.chain_anchor = dl.chain.seq;
 }
 
-/* A record read at open joins the chain. */
-void
-dl_chain_replay(const struct logfmt_record *rec)
+/*
+ * Walks a segment's records from its header up to limit, without their
+ * checksums, adding to c each record that follows it; stops at the first
+ * one that cannot be decoded. *end and *last_seq: after the last walked.
+ */
+static void
+dl_chain_walk(int fd, uint64_t limit, struct logchain *c, uint64_t *end,
+    uint64_t *last_seq)
 {
-	if (dl.opts.chain && rec->seq == dl.chain.seq + 1)
-		logchain_add(&dl.chain, rec->seq, rec->ts_ms, rec->type,
-		    rec->type_len, rec->data, rec->data_len);
+	struct logscan_reader	 rd;
+	struct logfmt_record	 rec;
+	const char		*why;
+	uint64_t		 pos = LOGFMT_HEADER_SIZE;
+
+	logscan_reader_init(&rd, fd, limit);
+	*last_seq = 0;
+	while (pos < limit && logscan_record_at_unchecked(&rd, pos, &rec,
+	    &why) == LOGFMT_OK) {
+		if (rec.seq == c->seq + 1)
+			logchain_add(c, rec.seq, rec.ts_ms, rec.type,
+			    rec.type_len, rec.data, rec.data_len);
+		*last_seq = rec.seq;
+		pos += rec.size;
+	}
+	*end = pos;
+	logscan_reader_release(&rd);
 }
 
-/* A record is done: it joins the chain. */
-void
-dl_chain_done(const struct dl_pending *e)
+/* The hasher's thread: the whole file. */
+static void *
+dl_chain_ahead_main(void *arg)
 {
-	if (dl.opts.chain && e->copy != NULL && e->seq == dl.chain.seq + 1)
-		logchain_add(&dl.chain, e->seq, e->ts_ms, e->copy, e->type_len,
-		    e->copy + e->type_len, e->data_len);
+	struct dl_chain_ahead	*ch = arg;
+
+	dl_chain_walk(ch->fd, ch->size, &ch->c, &ch->end, &ch->last_seq);
+	return NULL;
+}
+
+/*
+ * Starts carrying the chain through a segment the loop is about to
+ * replay (NULL without the chain, or if the file cannot be opened: the
+ * scan then fails too). A large one, with two CPUs, is hashed by a thread
+ * of its own from the chain as it is now, so that the loop thread does not
+ * (it parses and applies); a small one is hashed by dl_chain_ahead_end.
+ * Either way the loop's scan is the judge: only the records it accepted
+ * join.
+ */
+struct dl_chain_ahead *
+dl_chain_ahead_start(const char *name)
+{
+	struct dl_chain_ahead	*ch;
+	struct stat		 sb;
+	int			 fd;
+
+	if (!dl.opts.chain)
+		return NULL;
+	if ((fd = openat(dl.dirfd, name, O_RDONLY | O_CLOEXEC |
+	    O_NOFOLLOW)) == -1)
+		return NULL;
+	ch = xcalloc(1, sizeof *ch);
+	ch->fd = fd;
+	ch->from = ch->c = dl.chain;
+	if (fstat(fd, &sb) == 0 && sb.st_size >= DL_CHAIN_AHEAD_MIN &&
+	    osdep_cpu_count() >= 2) {
+		ch->size = (uint64_t)sb.st_size;
+		ch->threaded = pthread_create(&ch->thr, NULL,
+		    dl_chain_ahead_main, ch) == 0;
+	}
+	return ch;
+}
+
+/*
+ * The loop's scan of the segment accepted the records before good_end,
+ * the last one last_seq: the chain goes on through them, and them only.
+ * The hasher's head is kept if it walked exactly those; if it walked
+ * anything else (it went on past damage, a torn tail or a record a module
+ * refused) or there was none, the loop hashes them itself.
+ */
+void
+dl_chain_ahead_end(struct dl_chain_ahead *ch, uint64_t good_end,
+    uint64_t last_seq)
+{
+	struct logchain	c;
+	uint64_t	end, seq;
+
+	if (ch == NULL)
+		return;
+	if (ch->threaded)
+		pthread_join(ch->thr, NULL);
+	if (ch->threaded && ch->end == good_end && ch->last_seq == last_seq)
+		dl.chain = ch->c;
+	else {
+		if (ch->threaded)
+			log_debug("disk log: the chain's hasher read to offset "
+			    "%" PRIu64 " (seq %" PRIu64 "), the replay kept "
+			    "records to %" PRIu64 " (seq %" PRIu64 "): hashing "
+			    "those again", ch->end, ch->last_seq, good_end,
+			    last_seq);
+		c = ch->from;
+		dl_chain_walk(ch->fd, good_end, &c, &end, &seq);
+		dl.chain = c;
+	}
+	close(ch->fd);
+	free(ch);
+}
+
+/* The chain as the replay left it becomes the writer's (before it starts). */
+void
+dl_chain_start(void)
+{
+	dl.w_chain = dl.chain;
+	dl.r_chain = dl.chain;
+}
+
+/* Reads a little-endian integer of a record's head. */
+static uint64_t
+dl_chain_le(const unsigned char *p, int n)
+{
+	uint64_t	v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/*
+ * Bytes [from, to) of a batch, whole records in seq order, are in the
+ * file: they join the chain. Writer thread (or the loop holding its
+ * state). A record that does not follow the head (a hole a snapshot
+ * covers, where the chain cannot go on) does not join, as in the replay.
+ */
+void
+dl_chain_written(const struct dl_buf *b, size_t from, size_t to)
+{
+	const unsigned char	*r;
+	size_t			 p, size, tl;
+	uint64_t		 seq;
+
+	for (p = from; p < to; p += size) {
+		r = b->data + p;
+		size = 8 + (size_t)dl_chain_le(r, 4);
+		seq = dl_chain_le(r + 8, 8);
+		tl = r[24];
+		if (seq != dl.w_chain.seq + 1)
+			continue;
+		logchain_add(&dl.w_chain, seq, (int64_t)dl_chain_le(r + 16, 8),
+		    (const char *)r + LOGFMT_RECORD_HEAD, tl,
+		    (const char *)r + LOGFMT_RECORD_HEAD + tl,
+		    size - LOGFMT_RECORD_HEAD - tl);
+	}
+}
+
+/* The loop takes the head the writer published last. */
+void
+dl_chain_sync(void)
+{
+	pthread_mutex_lock(&dl.mtx);
+	dl.chain = dl.r_chain;
+	pthread_mutex_unlock(&dl.mtx);
 }
 
 /* The head now as {seq|upto, head, sig?, key?} (new). */
@@ -128,7 +307,8 @@ dl_chain_json(const char *seqname)
 
 /*
  * Appends the head as a log.chain record when chain_every records joined
- * since the last one (or, with force, any).
+ * since the last one (or, with force, any). The head is the one the loop
+ * saw last (dl_done_cb copies it; callers that need it fresh sync first).
  */
 void
 dl_chain_anchor(int force)

@@ -13,6 +13,8 @@
  *   disklog-read.c      the reader thread: disklog_read from the files
  *   disklog-replay.c    the scan of the segments at open, the torn tail
  *   disklog-ahead.c     parse-ahead: a helper thread parsing the replay
+ *   disklog-chain.c     the hash chain: hashed by the writer, its heads,
+ *                       and a thread hashing ahead of the replay
  *   disklog-repair.c    --repair, and the refusal to start on damage
  *
  * Which thread may touch which fields of dl is written above each group.
@@ -87,7 +89,7 @@ struct dl_pending {
 	int64_t		 ts_ms;
 	disklog_done_cb	 cb;
 	void		*arg;
-	char		*copy;		/* type then data, for the watch */
+	char		*copy;		/* type then data, for the watch (if set) */
 	size_t		 type_len;
 	size_t		 data_len;
 };
@@ -186,7 +188,7 @@ struct dl_state {
 	uint64_t		 skipped_segs;	/* covered: only headers read */
 	uint64_t		 replay_ms;
 	uint64_t		 restored_seq;
-	struct logchain		 chain;		/* the head of what is done */
+	struct logchain		 chain;		/* the head the writer last published */
 	uint64_t		 chain_anchor;	/* seq the last head covered */
 	int			 chain_signed;
 	unsigned char		 chain_pk[LOGCHAIN_PK_LEN];
@@ -217,6 +219,7 @@ struct dl_state {
 	uint64_t		 s_records;
 	uint64_t		 s_bytes;
 	uint64_t		 s_max_batch;
+	struct logchain		 r_chain;	/* w_chain, as last published */
 
 	/* Writer thread only. */
 	pthread_t		 writer;
@@ -227,6 +230,7 @@ struct dl_state {
 	unsigned		 w_failed_epoch;
 	int			 w_need_repair;
 	uint64_t		 w_repair_off;
+	struct logchain		 w_chain;	/* the head of what is written */
 
 	/* The segment table, under seg_mtx. */
 	pthread_mutex_t		 seg_mtx;
@@ -304,12 +308,21 @@ void		 dl_pa_end(struct dl_pa *);
 json_t		**dl_pa_slot(struct dl_pa *, uint64_t seq, uint64_t off);
 json_t		*dl_pa_take(struct dl_pa *, uint64_t seq, uint64_t off);
 
-/* disklog-chain.c: the hash chain, on the loop thread. */
+/*
+ * disklog-chain.c: the hash chain. The writer's side (dl_chain_written)
+ * hashes what it wrote; the rest runs on the loop thread.
+ */
 struct logfmt_record;
 int		 dl_chain_open(char **cause);
 void		 dl_chain_restore(json_t *root, uint64_t snap_seq);
-void		 dl_chain_replay(const struct logfmt_record *);
-void		 dl_chain_done(const struct dl_pending *);
+struct dl_chain_ahead;
+struct dl_chain_ahead *dl_chain_ahead_start(const char *name);
+void		 dl_chain_ahead_end(struct dl_chain_ahead *, uint64_t good_end,
+		    uint64_t last_seq);
+void		 dl_chain_start(void);
+void		 dl_chain_written(const struct dl_buf *, size_t from,
+		    size_t to);
+void		 dl_chain_sync(void);
 json_t		*dl_chain_json(const char *seqname);
 void		 dl_chain_anchor(int force);
 

@@ -78,7 +78,6 @@ dl_replay_cb(void *arg, const struct logfmt_record *rec, uint64_t off)
 	int				 r;
 
 	dl_seg_index(rp->seg, rec->seq, off);
-	dl_chain_replay(rec);
 	payload = dl_pa_take(rp->pa, rec->seq, off);
 	if (rec->seq <= rp->snap_seq) {
 		json_decref(payload);
@@ -173,6 +172,7 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 {
 	struct logscan_seg	 res;
 	struct dl_replay	 rp;
+	struct dl_chain_ahead	*ch;
 	struct dl_seg		*s;
 	struct stat		 sb;
 	uint64_t		 need = 0, good, limit_first, total, covered;
@@ -245,10 +245,12 @@ dl_open_segments(struct logscan_dir *d, int repair, char **cause)
 		rp.covered = covered;
 		rp.pa = dl_pa_start(d->segs[i].name, d->segs[i].seq,
 		    dl.snap_seq, covered);
+		ch = dl_chain_ahead_start(d->segs[i].name);
 		logscan_segment_trusting(dl.dirfd, d->segs[i].name, dl.log_id,
 		    d->segs[i].seq, last, dl_replay_cb, dl_pa_checked, &rp,
 		    &res);
 		dl_pa_end(rp.pa);
+		dl_chain_ahead_end(ch, res.good_end, res.last_seq);
 		dl.replayed += rp.count;
 		dl.replayed_ahead += rp.ahead;
 		if (res.header_ok && dl.log_id == 0)

@@ -251,8 +251,10 @@ dl_snapshot_start(uint64_t keep_bytes)
 	}
 	dl.snap_building = NULL;
 	body = json_pack("{s:I, s:o}", "seq", (json_int_t)seq, "modules", mods);
-	if (dl.opts.chain)
+	if (dl.opts.chain) {
+		dl_chain_sync();	/* the head the writer has now */
 		json_object_set_new(body, "chain", dl_chain_json("seq"));
+	}
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL || strlen(text) > LOGFMT_MAX_SNAPSHOT) {

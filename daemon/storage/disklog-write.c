@@ -7,6 +7,9 @@
  * the loop. It also writes the snapshots the loop hands it (the file I/O
  * is in disklog-snapshot.c) and seals the active segment at shutdown.
  *
+ * Once records are written it adds them to the hash chain
+ * (disklog-chain.c's dl_chain_written), from the batch buffer itself.
+ *
  * It does not encode records or run callbacks (disklog-append.c, on the
  * loop), and it does not read: the reader thread is disklog-read.c. The
  * loop may borrow the writer's state for one small batch (dl_write_inline
@@ -74,6 +77,7 @@ dl_publish_done(unsigned epoch, uint64_t done)
 	dl.r_epoch = epoch;
 	dl.r_done = done;
 	dl.r_need_repair = dl.w_need_repair;
+	dl.r_chain = dl.w_chain;
 }
 
 /* Records a failure of a batch's epoch and publishes it. */
@@ -239,6 +243,8 @@ dl_write_batch(struct dl_buf *b, const struct disklog_opts *o)
 				pthread_mutex_unlock(&dl.mtx);
 			}
 			dl_commit_chunk(b, chunk, p, chunk_seq);
+			if (o->chain)
+				dl_chain_written(b, chunk, p);
 			dl.w_good_seq = seq - 1;
 		}
 		if (dl_switch(seq, o->fsync) != 0) {
@@ -263,6 +269,8 @@ dl_write_batch(struct dl_buf *b, const struct disklog_opts *o)
 			}
 		}
 		dl_commit_chunk(b, chunk, b->len, chunk_seq);
+		if (o->chain)
+			dl_chain_written(b, chunk, b->len);
 	}
 	dl.w_good_seq = b->last_seq;
 	pthread_mutex_lock(&dl.mtx);

@@ -555,6 +555,7 @@ disklog_open(struct event_base *base, const char *state,
 		goto fail;
 	}
 	logscan_dir_free(&d);
+	dl_chain_start();
 	if (dl.log_id == 0) {
 		while (dl.log_id == 0) {
 			if (osdep_random(&dl.log_id, sizeof dl.log_id) != 0) {
@@ -617,6 +618,7 @@ disklog_close(void)
 
 	if (!dl.is_open)
 		return;
+	dl_chain_sync();
 	dl_chain_anchor(1);	/* the head at shutdown */
 	dl.closing = 1;
 	pthread_mutex_lock(&dl.mtx);

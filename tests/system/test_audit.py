@@ -301,3 +301,46 @@ def test_chain_verifies_after_snapshots_dropped_old_segments(make_daemon):
     d.stop()
     rc, out = verify(d)
     assert rc == 0, out
+
+
+def test_chain_leaves_out_writes_that_failed(make_daemon, tmpdir_short):
+    """gbrd hashes a record into the chain on its writer thread once the
+    record is in the file. A write that fails half way (the disk full) is
+    cut off and its seqs are given out again to other records: the chain
+    must hold the records that are there, not those that failed, so log
+    verify passes and the heads vouch for every record up to the last,
+    across a restart too."""
+    import re
+    import time
+    ff = os.path.join(tmpdir_short, "faults")
+    d = make_daemon(config="[log]\nchain_every = 10\n",
+                    env={"GBR_FAULT_FILE": ff})
+    fill(d, 15)
+    c = d.conn()
+    with open(ff, "w") as f:
+        f.write("disklog.write ENOSPC\n")
+    time.sleep(0.1)
+    for durable in (True, False):
+        r = c.call("log.append", {"type": "user.test", "durable": durable,
+                                  "data": {"lost": "lost-record"}})
+        assert r["error"]["data"]["kind"] == "storage_error", r
+    os.unlink(ff)
+    time.sleep(0.1)
+    c.close()
+    fill(d, 15, tag="healed")
+    d.stop()
+    head, recs = records_of(only_segment(d))
+    assert not any(b"lost-record" in r for r in recs)
+    last = seq_of(recs[-1])
+    rc, out = verify(d)
+    assert rc == 0, out
+    m = re.search(r"up to seq (\d+) vouched", out)
+    assert m and int(m.group(1)) == last - 1, (last, out)
+    d.start()
+    fill(d, 12, tag="restarted")
+    d.stop()
+    rc, out = verify(d)
+    assert rc == 0, out
+    head, recs = records_of(only_segment(d))
+    m = re.search(r"up to seq (\d+) vouched", out)
+    assert m and int(m.group(1)) == seq_of(recs[-1]) - 1, out

@@ -356,6 +356,39 @@ test_find_and_list(void)
 	unlinkat(dirfd_, "notes.txt", 0);
 }
 
+/*
+ * The reader's record at an offset, with and without the checksum: the
+ * unchecked one (a reader whose result another pass judges) takes a
+ * record whose data changed, and refuses what is not a record at all.
+ */
+static void
+test_reader_unchecked(void)
+{
+	unsigned char		 img[4096];
+	struct logscan_reader	 rd;
+	struct logfmt_record	 rec;
+	const char		*why;
+	size_t			 offs[4], len;
+	int			 fd;
+
+	len = build_segment(img, LOG_ID, 4, offs, 0);
+	img[offs[1] + LOGFMT_RECORD_HEAD + 8 + 3] ^= 1;	/* in the data */
+	img[offs[3] + 24] = 0;				/* type length 0 */
+	write_file("reader.seg", img, len);
+	fd = openat(dirfd_, "reader.seg", O_RDONLY);
+	logscan_reader_init(&rd, fd, len);
+	CHECK(logscan_record_at(&rd, offs[1], &rec, &why) == LOGFMT_BAD,
+	    "checked: a record whose data changed is refused");
+	CHECK(logscan_record_at_unchecked(&rd, offs[1], &rec, &why) ==
+	    LOGFMT_OK && rec.seq == 2 && rec.size == offs[2] - offs[1],
+	    "unchecked: it is taken as it is");
+	CHECK(logscan_record_at_unchecked(&rd, offs[3], &rec, &why) ==
+	    LOGFMT_BAD, "unchecked: a record with no type is still refused");
+	logscan_reader_release(&rd);
+	close(fd);
+	unlinkat(dirfd_, "reader.seg", 0);
+}
+
 int
 main(void)
 {
@@ -370,6 +403,7 @@ main(void)
 	test_foreign();
 	test_snapshot();
 	test_find_and_list();
+	test_reader_unchecked();
 	unlinkat(dirfd_, "0000000000000001.seg", 0);
 	close(dirfd_);
 	rmdir(tmpdir);
