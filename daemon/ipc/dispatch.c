@@ -242,6 +242,42 @@ request_reply(struct request *req, json_t *result)
 	request_free(req);
 }
 
+/*
+ * Sends a reply whose result is JSON text already (len bytes, borrowed:
+ * a value, no newline in it) and frees the request.
+ */
+void
+request_reply_text(struct request *req, const char *result, size_t len)
+{
+	char	*id, *line;
+	size_t	 ilen, n;
+
+	if (req->id != NULL) {
+		if ((id = json_dumps(req->id, JSON_COMPACT |
+		    JSON_ENCODE_ANY)) == NULL)
+			fatalx("request_reply_text: out of memory");
+		ilen = strlen(id);
+		n = sizeof "{\"jsonrpc\":\"2.0\",\"id\":" - 1 + ilen +
+		    sizeof ",\"result\":" - 1 + len + 2;
+		line = xmalloc(n);
+		memcpy(line, "{\"jsonrpc\":\"2.0\",\"id\":",
+		    sizeof "{\"jsonrpc\":\"2.0\",\"id\":" - 1);
+		n = sizeof "{\"jsonrpc\":\"2.0\",\"id\":" - 1;
+		memcpy(line + n, id, ilen);
+		n += ilen;
+		memcpy(line + n, ",\"result\":", sizeof ",\"result\":" - 1);
+		n += sizeof ",\"result\":" - 1;
+		memcpy(line + n, result, len);
+		n += len;
+		line[n++] = '}';
+		line[n++] = '\n';
+		(void)conn_send_raw(req->conn, line, n);
+		free(line);
+		free(id);
+	}
+	request_free(req);
+}
+
 /* Sends an error and frees the request. */
 void
 request_error(struct request *req, enum gbr_err e, json_t *data,

@@ -49,6 +49,9 @@ json_t		*dispatch_methods(void);
 
 /* Finishes a request with a result (stolen; NULL means {}). Frees req. */
 void		 request_reply(struct request *, json_t *result);
+/* The same with a result that is JSON text already (borrowed). */
+void		 request_reply_text(struct request *, const char *result,
+		    size_t len);
 /* Finishes a request with an error; data (stolen) may be NULL. Frees req. */
 void		 request_error(struct request *, enum gbr_err, json_t *data,
 		    const char *fmt, ...) __attribute__((format(__printf__, 4, 5)));

@@ -363,17 +363,21 @@ method_session_history_ready(void *arg, int error, json_t *result)
 {
 	struct history_req	*h = arg;
 	struct session		*s;
-	json_t			*r;
+	char			*r;
+	size_t			 len;
 
 	if ((s = session_find(h->sid)) == NULL)
 		request_error(h->req, GBR_ERR_SESSION_NOT_FOUND, json_pack(
 		    "{s:s}", "session", h->sid), "session %s is closed",
 		    h->sid);
-	else if ((r = session_history(s, h->limit, h->before)) == NULL)
+	else if ((r = session_history_text(s, h->limit, h->before,
+	    &len)) == NULL)
 		request_error(h->req, GBR_ERR_STORAGE, NULL, "the history of "
 		    "session %s cannot be read from the disk log", h->sid);
-	else
-		request_reply(h->req, r);
+	else {
+		request_reply_text(h->req, r, len);
+		free(r);
+	}
 	free(h->sid);
 	free(h);
 }

@@ -544,23 +544,23 @@ create_rid_release(void)
 }
 
 /*
- * Returns the last messages of a history before a seq, as far as announced
- * and as many as fit in half a client's output queue (so the reply itself
- * never evicts the client); "more" says older ones exist.
+ * session.history's result as JSON text (a new NUL-terminated buffer,
+ * *len bytes), or NULL if the history cannot be read back. The messages
+ * are spliced in as they are kept (hist_encode's compact JSON text, one
+ * per line, checked as they were read back), not parsed and encoded
+ * again: a page of 4 MiB is a copy, not 40 ms of the loop.
  */
-json_t *
-session_history(struct session *s, size_t limit, uint64_t before)
+char *
+session_history_text(struct session *s, size_t limit, uint64_t before,
+    size_t *len)
 {
-	json_t		*msgs = json_array(), *m;
-	json_error_t	 jerr;
-	size_t		 end = s->nhist, start, i, total, bytes = 0;
-	size_t		 max = config_get()->client_queue_bytes / 2;
+	size_t	 end = s->nhist, start, i, total, bytes = 0, hlen, slen, n;
+	size_t	 max = config_get()->client_queue_bytes / 2;
+	char	*head, *sys, *buf;
+	json_t	*o;
 
-	if (hist_load(s) != 0) {
-		json_decref(msgs);
+	if (hist_load(s) != 0)
 		return NULL;
-	}
-	/* A message not yet announced would reach the client twice. */
 	while (end > 0 && s->hist[end - 1].seq > s->announced)
 		end--;
 	total = end;
@@ -571,19 +571,42 @@ session_history(struct session *s, size_t limit, uint64_t before)
 			break;
 		bytes += s->hist[start - 1].len;
 	}
+	o = json_pack("{s:s, s:I, s:I, s:b}", "session", s->id, "seq",
+	    (json_int_t)s->announced, "total", (json_int_t)total, "more",
+	    start > 0);
+	head = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	o = s->system == NULL ? json_null() : json_pack("{s:s, s:s, s:s, s:I}",
+	    "role", "system", "content", s->system, "env", s->env, "seq",
+	    (json_int_t)s->system_seq);
+	sys = json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(o);
+	if (head == NULL || sys == NULL)
+		fatalx("session %s: its history cannot be encoded", s->id);
+	hlen = strlen(head) - 1;		/* without its '}' */
+	slen = strlen(sys);
+	n = hlen + sizeof ",\"messages\":[" - 1 + bytes + (end - start) +
+	    sizeof "],\"system\":" - 1 + slen + 2;
+	buf = xmalloc(n);
+	memcpy(buf, head, hlen);
+	*len = hlen;
+	memcpy(buf + *len, ",\"messages\":[", sizeof ",\"messages\":[" - 1);
+	*len += sizeof ",\"messages\":[" - 1;
 	for (i = start; i < end; i++) {
-		m = hist_parse(&s->hist[i], &jerr);
-		if (m == NULL)
-			fatalx("session %s: history message %zu does not parse",
-			    s->id, i);
-		json_array_append_new(msgs, m);
+		if (i > start)
+			buf[(*len)++] = ',';
+		memcpy(buf + *len, s->hist[i].json, s->hist[i].len);
+		*len += s->hist[i].len;
 	}
-	return json_pack("{s:s, s:I, s:I, s:b, s:o, s:o}", "session", s->id,
-	    "seq", (json_int_t)s->announced, "total", (json_int_t)total,
-	    "more", start > 0, "messages", msgs, "system",
-	    s->system == NULL ? json_null() : json_pack("{s:s, s:s, s:s, s:I}",
-	    "role", "system", "content", s->system, "env", s->env,
-	    "seq", (json_int_t)s->system_seq));
+	memcpy(buf + *len, "],\"system\":", sizeof "],\"system\":" - 1);
+	*len += sizeof "],\"system\":" - 1;
+	memcpy(buf + *len, sys, slen);
+	*len += slen;
+	buf[(*len)++] = '}';
+	buf[*len] = '\0';
+	free(head);
+	free(sys);
+	return buf;
 }
 
 /*

@@ -130,11 +130,13 @@ json_t		*session_list(const char *workspace);
  */
 json_t		*session_open_ids(const char *workspace);
 /*
- * Up to limit of the newest messages before seq before (0: the end), as far
- * as announced, bounded in bytes by half a client queue (new reference),
- * or NULL if the part kept only on disk cannot be read back (logged).
+ * session.history's result as JSON text (new, NUL-terminated, *len bytes):
+ * up to limit of the newest messages before seq before (0: the end), as
+ * far as announced, bounded in bytes by half a client queue; or NULL if
+ * the part kept only on disk cannot be read back (logged).
  */
-json_t		*session_history(struct session *, size_t limit, uint64_t before);
+char		*session_history_text(struct session *, size_t limit,
+		    uint64_t before, size_t *len);
 /*
  * Read-your-writes for session_history: if records appended so far are
  * not announced yet (another client's call whose records are still being

@@ -10,7 +10,10 @@
 #   RSS after that restart                 beside gbrd idle on an empty log
 #   first session.history of the 4,000-message session after the restart
 #                                          beside the second one
-# usage: bench-history BUILD_DIR [-n calls] [-b max_bytes]
+#   the agent's first model request in a resumed conversation of -t turns
+#   (a fake OpenAI-compatible server, tests/system/fakellm.py)
+#                                          beside its next one
+# usage: bench-history BUILD_DIR [-n calls] [-b max_bytes] [-t turns]
 import json
 import os
 import random
@@ -49,6 +52,24 @@ class Conn:
                 if "error" in r:
                     raise RuntimeError("%s: %s" % (method, r["error"]))
                 return r["result"]
+
+    def call_raw(self, method, params=None):
+        """Sends a request; returns its reply line unparsed (the time
+        gbrd takes, without the client's own JSON parsing)."""
+        self.id += 1
+        self.s.sendall(json.dumps({"jsonrpc": "2.0", "id": self.id,
+                                   "method": method,
+                                   "params": params or {}}).encode() + b"\n")
+        while True:
+            while b"\n" not in self.buf:
+                chunk = self.s.recv(1 << 22)
+                if not chunk:
+                    raise RuntimeError("gbrd closed the connection")
+                self.buf += chunk
+            line, self.buf = self.buf.split(b"\n", 1)
+            if b'"id":%d' % self.id in line[-64:] or \
+                    b'"id":%d,' % self.id in line[:64]:
+                return line
 
     def close(self):
         self.s.close()
@@ -109,6 +130,47 @@ class Gbrd:
         self.proc.wait()
 
 
+def fake_llm(build):
+    """tests/system/fakellm.py of the source tree the build came from."""
+    src = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    try:
+        with open(os.path.join(build, "Makefile")) as f:
+            for line in f:
+                if line.startswith("abs_top_srcdir = "):
+                    src = line.split("=", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    sys.path.insert(0, os.path.join(src, "tests", "system"))
+    import fakellm
+    return fakellm.FakeLLM()
+
+
+def wait_idle(c, sid):
+    while True:
+        for s in c.call("session.list")["sessions"]:
+            if s["id"] == sid and s["state"] == "idle":
+                return
+        time.sleep(0.002)
+
+
+def agent_turn(c, fake, sid, k):
+    """A turn of the agent: read a file, then answer; returns the seconds
+    from session.send to the model's first request arriving."""
+    fake.push({"tool_calls": [{"name": "read_file", "args": {
+        "path": "f%02d.c" % (k % 64)}}]},
+        {"text": "Read f%02d.c: " % (k % 64) + "it looks fine. " * 20})
+    n = len(fake.llm_requests())
+    t0 = time.monotonic()
+    c.call("session.send", {"session": sid, "text": "look at file %d" % k})
+    while len(fake.llm_requests()) == n:
+        time.sleep(0.0002)
+    t = time.monotonic() - t0
+    wait_idle(c, sid)
+    return t
+
+
 def cat_seconds(d):
     t0 = time.monotonic()
     for f in sorted(os.listdir(d)):
@@ -121,27 +183,29 @@ def cat_seconds(d):
 def main():
     args = sys.argv[1:]
     if not args:
-        print("usage: bench-history BUILD_DIR [-n calls] [-b max_bytes]",
-              file=sys.stderr)
+        print("usage: bench-history BUILD_DIR [-n calls] [-b max_bytes] "
+              "[-t agent_turns]", file=sys.stderr)
         return 2
-    build, calls, budget = args[0], 100000, "1G"
+    build, calls, budget, turns = args[0], 100000, "1G", 250
     i = 1
     while i < len(args):
         if args[i] == "-n":
             calls = int(args[i + 1])
         elif args[i] == "-b":
             budget = args[i + 1]
+        elif args[i] == "-t":
+            turns = int(args[i + 1])
         i += 2
     root = tempfile.mkdtemp(prefix="bench-history.",
                             dir=os.environ.get("TMPDIR", "/var/tmp"))
     try:
-        return run(build, root, calls, budget)
+        return run(build, root, calls, budget, turns)
     finally:
         if os.environ.get("BENCH_KEEP") is None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run(build, root, calls, budget):
+def run(build, root, calls, budget, turns):
     ws = os.path.join(root, "ws")
     os.makedirs(ws)
     rnd = random.Random(26)
@@ -150,8 +214,21 @@ def run(build, root, calls, budget):
             n = rnd.randint(1024, 8192)
             f.write("".join(rnd.choice("abcdefghij klmnop;\n(){}=+")
                             for _ in range(n)))
+    os.makedirs(os.path.join(ws, ".gbr_envs"))
+    with open(os.path.join(ws, ".gbr_envs", "default.ini"), "w") as f:
+        f.write("[env]\nautonomy = full\n")
+    fake = fake_llm(build)
     conf = ("[log]\nmax_bytes = %s\nfsync = no\n[session]\n"
-            "history_messages = 1000000\nhistory_bytes = 1G\n" % budget)
+            "history_messages = 1000000\nhistory_bytes = 1G\n"
+            "[llm]\nprovider = openai\nbase_url = %s\nollama_url = off\n"
+            % (budget, fake.base_url("openai")))
+    try:
+        return measure(build, root, ws, conf, fake, calls, turns)
+    finally:
+        fake.close()
+
+
+def measure(build, root, ws, conf, fake, calls, turns):
 
     empty = Gbrd(build, os.path.join(root, "empty"), conf)
     empty.start()
@@ -160,8 +237,14 @@ def run(build, root, calls, budget):
     empty.stop()
 
     g = Gbrd(build, os.path.join(root, "full"), conf)
+    g.env["OPENAI_API_KEY"] = "bench-key"
     g.start()
     c = Conn(g.sock)
+    # An agent's conversation: turns of a model that reads a 1-8 KiB file
+    # and answers (four messages a turn), first, so a snapshot covers it.
+    agent = c.call("session.create", {"workspace": ws})["id"]
+    for k in range(turns):
+        agent_turn(c, fake, agent, k)
     sids = [c.call("session.create", {"workspace": ws})["id"]
             for _ in range(25)]
     t0 = time.monotonic()
@@ -201,11 +284,25 @@ def run(build, root, calls, budget):
     c = Conn(g.sock)
     st = c.call("daemon.status")
     t0 = time.monotonic()
-    h1 = c.call("session.history", {"session": big, "limit": 100000})
+    raw = c.call_raw("session.history", {"session": big, "limit": 100000})
     first = time.monotonic() - t0
     t0 = time.monotonic()
-    h2 = c.call("session.history", {"session": big, "limit": 100000})
+    h1 = json.loads(raw)["result"]
+    parse = time.monotonic() - t0
+    t0 = time.monotonic()
+    t0 = time.monotonic()
+    raw = c.call_raw("session.history", {"session": big, "limit": 100000})
     second = time.monotonic() - t0
+    h2 = json.loads(raw)["result"]
+    # The agent's first request of its resumed conversation (its history
+    # read back), beside the next one.
+    resumed = agent_turn(c, fake, agent, turns)
+    warm = agent_turn(c, fake, agent, turns + 1)
+    body = len(fake.llm_requests()[-2].raw)
+    t0 = time.monotonic()
+    page = c.call_raw("session.history", {"session": big})
+    newest = time.monotonic() - t0
+    assert len(json.loads(page)["result"]["messages"]) == 1000
     assert h1 == h2 and h1["total"] == 4000, h1["total"]
     c.close()
     g.stop()
@@ -219,7 +316,15 @@ def run(build, root, calls, budget):
         "   (gbrd idle, empty log)")
     print("%-44s %9.1f ms %13.1f ms" % (
         "first session.history, 4,000 messages", first * 1000,
-        second * 1000) + "   (the second one)")
+        second * 1000) + "   (the second one; %.1f MiB, until its last "
+        "byte)" % (len(raw) / 1048576.0))
+    print("%-44s %9.1f ms" % ("  then the newest 1,000 (the default page)",
+                              newest * 1000))
+    print("%-44s %9.1f ms" % ("  the client parsing the 4,000 (Python)",
+                              parse * 1000))
+    print("%-44s %9.1f ms %13.1f ms" % (
+        "agent's first request, resumed (%d turns)" % turns, resumed * 1000,
+        warm * 1000) + "   (its next one; %.0f KiB sent)" % (body / 1024.0))
     print("histories after restart: %s" % json.dumps(
         st["sessions"].get("histories")))
     return 0
