@@ -112,6 +112,9 @@ int		 tr_rmtree(const char *path);
 void		 tr_lockset(const struct tool_run_ctx *, const char *root,
 		    struct tr_locks *l);
 void		 tr_locks_free(struct tr_locks *);
+/* Adds a child's read-only paths to ro[nro..]; the new count. */
+size_t		 tr_ro_paths(const struct tool_run_ctx *, const char **ro,
+		    size_t nro);
 /* A short stable name for a path (FNV-1a, hex). */
 void		 tr_hash(const char *s, char *out, size_t outsz);
 /* A command of root starts (returns its group) or ends (the changes). */

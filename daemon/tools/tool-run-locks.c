@@ -438,3 +438,27 @@ tr_audit_recover(const char *state_dir)
 	}
 	json_decref(ch);
 }
+
+/*
+ * Adds what a child of ctx reads but never writes to ro (nro used, at
+ * most TR_RO_MAX): the roots outside the workspace, [exec] read_paths,
+ * the toolchains' folders. Returns the new count; TR_RO_MAX means one
+ * did not fit (then nothing runs).
+ */
+size_t
+tr_ro_paths(const struct tool_run_ctx *ctx, const char **ro, size_t nro)
+{
+	size_t	 i;
+
+	for (i = 1; i < (size_t)sandbox_nroots(ctx->sandbox); i++)
+		if (sandbox_root_inside(ctx->sandbox, (int)i) == NULL &&
+		    nro < TR_RO_MAX)
+			ro[nro++] = sandbox_root_path(ctx->sandbox, (int)i);
+	for (i = 0; tr.read_paths != NULL && tr.read_paths[i] != NULL &&
+	    nro < TR_RO_MAX; i++)
+		ro[nro++] = tr.read_paths[i];
+	for (i = 0; tr.tc_reads != NULL && tr.tc_reads[i] != NULL &&
+	    nro < TR_RO_MAX; i++)
+		ro[nro++] = tr.tc_reads[i];
+	return nro;
+}

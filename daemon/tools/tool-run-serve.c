@@ -127,16 +127,7 @@ tool_run_serve(const struct tool_run_ctx *ctx, const char *const *argv,
 		goto out;
 	}
 	rw[nrw++] = cache;
-	for (i = 1; i < (size_t)sandbox_nroots(ctx->sandbox); i++)
-		if (sandbox_root_inside(ctx->sandbox, (int)i) == NULL &&
-		    nro < TR_RO_MAX)
-			ro[nro++] = sandbox_root_path(ctx->sandbox, (int)i);
-	for (i = 0; tr.read_paths != NULL && tr.read_paths[i] != NULL &&
-	    nro < TR_RO_MAX; i++)
-		ro[nro++] = tr.read_paths[i];
-	for (i = 0; tr.tc_reads != NULL && tr.tc_reads[i] != NULL &&
-	    nro < TR_RO_MAX; i++)
-		ro[nro++] = tr.tc_reads[i];
+	nro = tr_ro_paths(ctx, ro, nro);
 	tr_lockset(ctx, o.cwd, &locks);
 	if (locks.full || nro >= TR_RO_MAX) {
 		tr_serve_fail(kind, reason, GBR_ERR_INVALID_ENV, "this profile "

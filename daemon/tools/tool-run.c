@@ -305,17 +305,7 @@ tool_run_call(const struct tool_run_ctx *ctx, const char *tool, json_t *args,
 		goto out;
 	}
 	rw[3] = cache;
-	for (i = 1; i < (size_t)sandbox_nroots(ctx->sandbox); i++) {
-		if (sandbox_root_inside(ctx->sandbox, (int)i) == NULL &&
-		    nro < TR_RO_MAX)
-			ro[nro++] = sandbox_root_path(ctx->sandbox, (int)i);
-	}
-	for (i = 0; tr.read_paths != NULL && tr.read_paths[i] != NULL &&
-	    nro < TR_RO_MAX; i++)
-		ro[nro++] = tr.read_paths[i];
-	for (i = 0; tr.tc_reads != NULL && tr.tc_reads[i] != NULL &&
-	    nro < TR_RO_MAX; i++)
-		ro[nro++] = tr.tc_reads[i];
+	nro = tr_ro_paths(ctx, ro, nro);
 	/* Never writable by a child: what decides the sandbox (tr_lockset). */
 	tr_lockset(ctx, rw[0], &locks);
 	if (locks.full || nro >= TR_RO_MAX) {

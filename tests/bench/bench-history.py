@@ -315,9 +315,10 @@ def measure(build, root, ws, conf, fake, calls, turns):
         "RSS after restart", rss / 1024.0, idle_rss / 1024.0) +
         "   (gbrd idle, empty log)")
     print("%-44s %9.1f ms %13.1f ms" % (
-        "first session.history, 4,000 messages", first * 1000,
-        second * 1000) + "   (the second one; %.1f MiB, until its last "
-        "byte)" % (len(raw) / 1048576.0))
+        "first session.history (%d of 4,000 messages)" % len(
+            h1["messages"]), first * 1000, second * 1000) +
+        "   (the second one; %.1f MiB, until its last byte)" % (
+            len(raw) / 1048576.0))
     print("%-44s %9.1f ms" % ("  then the newest 1,000 (the default page)",
                               newest * 1000))
     print("%-44s %9.1f ms" % ("  the client parsing the 4,000 (Python)",
