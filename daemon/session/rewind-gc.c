@@ -65,7 +65,7 @@ gc_arm(int64_t ms)
 	if (ms < 0)
 		ms = 0;
 	tv.tv_sec = (time_t)(ms / 1000);
-	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	tv.tv_usec = (long)(ms % 1000) * 1000;
 	evtimer_add(gc_ev, &tv);
 }
 

@@ -29,6 +29,11 @@ struct {								\
 #define TAILQ_FOREACH(var, head, field)					\
 	for ((var) = TAILQ_FIRST(head); (var) != NULL;			\
 	    (var) = TAILQ_NEXT(var, field))
+#define TAILQ_PREV(elm, headname, field)				\
+	(*(((struct headname *)((elm)->field.tqe_prev))->tqh_last))
+#define TAILQ_FOREACH_REVERSE(var, head, headname, field)		\
+	for ((var) = TAILQ_LAST(head, headname); (var) != NULL;		\
+	    (var) = TAILQ_PREV(var, headname, field))
 #define TAILQ_INIT(head) do {						\
 	(head)->tqh_first = NULL;					\
 	(head)->tqh_last = &(head)->tqh_first;				\
