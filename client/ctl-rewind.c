@@ -53,6 +53,17 @@ ctl_rewind_out(const char *s, int flags)
 
 #define ctl_rewind_puts(s)	ctl_rewind_out((s), ESCAPE_BACKSLASH | ESCAPE_CODES)
 
+/* One line: what, a file's path, and why (a conflict, a failure). */
+static void
+ctl_rewind_why(const char *what, json_t *c)
+{
+	printf("%s", what);
+	ctl_rewind_puts(json_string_value(json_object_get(c, "path")));
+	printf(": ");
+	ctl_rewind_puts(json_string_value(json_object_get(c, "why")));
+	printf("\n");
+}
+
 /* Prints a diff line by line, each escaped. */
 static void
 ctl_rewind_diff(const char *d)
@@ -191,15 +202,8 @@ ctl_rewind(struct ctl *ctl, int argc, char **argv)
 	if (ctl->json)
 		ctl_print_json(res);
 	else if (dry) {
-		json_array_foreach(json_object_get(res, "conflicts"), i, c) {
-			printf("conflict: ");
-			ctl_rewind_puts(json_string_value(json_object_get(c,
-			    "path")));
-			printf(": ");
-			ctl_rewind_puts(json_string_value(json_object_get(c,
-			    "why")));
-			printf("\n");
-		}
+		json_array_foreach(json_object_get(res, "conflicts"), i, c)
+			ctl_rewind_why("conflict: ", c);
 		json_array_foreach(json_object_get(res, "changes"), i, c) {
 			printf("%s ", json_string_value(json_object_get(c,
 			    "action")));
@@ -220,15 +224,8 @@ ctl_rewind(struct ctl *ctl, int argc, char **argv)
 			    "path")));
 			printf("\n");
 		}
-		json_array_foreach(json_object_get(res, "failed"), i, c) {
-			printf("failed ");
-			ctl_rewind_puts(json_string_value(json_object_get(c,
-			    "path")));
-			printf(": ");
-			ctl_rewind_puts(json_string_value(json_object_get(c,
-			    "why")));
-			printf("\n");
-		}
+		json_array_foreach(json_object_get(res, "failed"), i, c)
+			ctl_rewind_why("failed ", c);
 		ctl_rewind_conv(res, 0);
 		if (json_object_get(res, "undo_to_seq") != NULL)
 			printf("rewound at seq %lld; to undo this rewind: "

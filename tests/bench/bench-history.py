@@ -36,30 +36,20 @@ class Conn:
         self.call("hello", {"protocol": 1, "client": "bench-history/1"})
 
     def call(self, method, params=None):
-        self.id += 1
-        self.s.sendall(json.dumps({"jsonrpc": "2.0", "id": self.id,
-                                   "method": method,
-                                   "params": params or {}}).encode() + b"\n")
-        while True:
-            while b"\n" not in self.buf:
-                chunk = self.s.recv(1 << 20)
-                if not chunk:
-                    raise RuntimeError("gbrd closed the connection")
-                self.buf += chunk
-            line, self.buf = self.buf.split(b"\n", 1)
-            r = json.loads(line)
-            if r.get("id") == self.id:
-                if "error" in r:
-                    raise RuntimeError("%s: %s" % (method, r["error"]))
-                return r["result"]
+        r = json.loads(self.call_raw(method, params))
+        if "error" in r:
+            raise RuntimeError("%s: %s" % (method, r["error"]))
+        return r["result"]
 
     def call_raw(self, method, params=None):
         """Sends a request; returns its reply line unparsed (the time
-        gbrd takes, without the client's own JSON parsing)."""
+        gbrd takes, without the client's own JSON parsing). A reply starts
+        with its jsonrpc and id members (daemon/ipc/dispatch.c)."""
         self.id += 1
         self.s.sendall(json.dumps({"jsonrpc": "2.0", "id": self.id,
                                    "method": method,
                                    "params": params or {}}).encode() + b"\n")
+        mine = b'{"jsonrpc":"2.0","id":%d,' % self.id
         while True:
             while b"\n" not in self.buf:
                 chunk = self.s.recv(1 << 22)
@@ -67,8 +57,7 @@ class Conn:
                     raise RuntimeError("gbrd closed the connection")
                 self.buf += chunk
             line, self.buf = self.buf.split(b"\n", 1)
-            if b'"id":%d' % self.id in line[-64:] or \
-                    b'"id":%d,' % self.id in line[:64]:
+            if line.startswith(mine):
                 return line
 
     def close(self):
