@@ -124,6 +124,9 @@ def test_refuses_a_file_someone_changed_then_force(world):
     assert [c["path"] for c in r["error"]["data"]["conflicts"]] == ["a.txt"]
     assert get(world, "a.txt") == "the person's\n"    # nothing was done
     assert get(world, "b.txt") == "bee\n"
+    p = world["d"].ctl("rewind", world["sid"], "--to", str(base), "--dry-run")
+    assert re.search(r"^conflict: a\.txt: .+", p.stdout, re.M), p.stdout
+    assert get(world, "a.txt") == "the person's\n"
     ok(rewind(world, seq=base, force=True))
     assert get(world, "a.txt") == "one\n"
     assert get(world, "b.txt") is None
