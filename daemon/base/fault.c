@@ -171,6 +171,19 @@ fault_hook_long(const char *name, long min, long max, long dflt)
 	return n;
 }
 
+/* GBR_TEST_<name> as a string (borrowed from the environment), or NULL. */
+const char *
+fault_hook_str(const char *name)
+{
+	char		 var[64];
+	const char	*v = fault_hook_value(name, var, sizeof var);
+
+	if (v == NULL || *v == '\0')
+		return NULL;
+	log_warn("test hook %s=%s armed; this is for tests only", var, v);
+	return v;
+}
+
 static uint64_t		*fault_probe;
 static size_t		 fault_probe_n;
 

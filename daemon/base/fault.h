@@ -30,6 +30,8 @@ int	fault_hook_on(const char *name);
  * is unset or out of range (that case is logged as ignored).
  */
 long	fault_hook_long(const char *name, long min, long max, long dflt);
+/* The test hook GBR_TEST_<name> as a string (borrowed), or NULL if unset. */
+const char	*fault_hook_str(const char *name);
 /*
  * The benchmark probe: GBR_BENCH_LOGGED_FILE names a file of 8-byte slots
  * shared with a benchmark (bench-fanout times "logged -> last client" with

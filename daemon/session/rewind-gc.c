@@ -201,7 +201,7 @@ rewind_gc_status(void)
 	uint64_t	 max, log_bytes = disklog_disk_bytes(&max);
 
 	return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:b, s:b, s:s?}",
+	    "s:I, s:b, s:b, s:s?, s:o}",
 	    "measured", gc_runs > 0,
 	    "bytes", (json_int_t)gc_last.bytes,
 	    "objects", (json_int_t)gc_last.objects,
@@ -215,5 +215,6 @@ rewind_gc_status(void)
 	    "forgotten", (json_int_t)gc_forgotten,
 	    "running", gc_run != NULL,
 	    "over_budget", gc_over,
-	    "error", gc_error);
+	    "error", gc_error,
+	    "confinement", shadow_work_status());
 }

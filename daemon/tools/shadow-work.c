@@ -19,10 +19,25 @@
  * (shadow_abort), joins the thread, then tells every job nobody cancelled
  * that it failed.
  *
- * A libgit2 built without threads: the job runs on the loop at once (the
- * old cost, said once in the log), its callback still from the loop. The
- * test hook GBR_TEST_SHADOW_INLINE=1 does the same on purpose, so a test
- * can show its measure of the loop's hold catches a held loop.
+ * A libgit2 built without threads: the job runs at once while the loop
+ * waits (the old cost, said once in the log), its callback still from the
+ * loop. The test hook GBR_TEST_SHADOW_INLINE=1 does the same on purpose,
+ * so a test can show its measure of the loop's hold catches a held loop.
+ *
+ * Each job runs on a thread of its own (the worker starts it and waits
+ * for it), which confines itself by the kernel before it touches the
+ * workspace (osdep/tconfine.c: Landlock): it may read beneath the
+ * workspace and read and write beneath its store, nothing else. libgit2
+ * opens the work tree's files by path; a process writing the workspace
+ * at the same time (another session's command, an MCP server) can swap a
+ * folder for a link to, say, ~/.ssh between libgit2's look at the folder
+ * and its open of a file in it. Unconfined, gbrd would store that file and
+ * a rewind could write it into the workspace; confined, the open fails
+ * and so does that snapshot. A thread cannot be widened once confined,
+ * hence one per job (a thread costs far less than a snapshot). Where the
+ * kernel has no Landlock (or the test hook GBR_TEST_SHADOW_NO_LANDLOCK=1
+ * says so), snapshots still run, unconfined: gbrd.log says so once and
+ * daemon.status's shadow.confinement tells (doc/REWIND.md).
  */
 #include "gbr-config.h"
 
@@ -37,6 +52,7 @@
 #include "fault.h"
 #include "log.h"
 #include "shadow.h"
+#include "tconfine.h"
 #include "xmalloc.h"
 
 #ifdef HAVE_LIBGIT2
@@ -77,6 +93,8 @@ static struct {
 	int			 stopping;	/* shadow_work_stop runs */
 	int			 inline_only;	/* libgit2 has no threads */
 	int			 force_inline;	/* the test hook */
+	int			 ll_abi;	/* 0: snapshots unconfined */
+	const char		*ll_why;	/* !ll_abi: why */
 	struct sw_jobs		 queue;
 	struct sw_jobs		 done;
 } sw = {
@@ -125,6 +143,42 @@ out:
 	r->cause = j->cause;
 }
 
+/* A job's own thread: confined to its workspace and store, then the job. */
+static void *
+sw_job_main(void *arg)
+{
+	struct shadow_job	*j = arg;
+	char			*c = NULL;
+
+	if (sw.ll_abi > 0 && tconfine_enter(shadow_root(j->sh),
+	    shadow_gitdir(j->sh), &c) != 0) {
+		j->res.ok = 0;
+		j->cause = xasprintf("the shadow store: the snapshot cannot be "
+		    "confined to the workspace: %s", c);
+		j->res.cause = j->cause;
+		free(c);
+		return NULL;
+	}
+	sw_run(j);
+	return NULL;
+}
+
+/* Runs a job on a thread of its own and waits for it. */
+static void
+sw_run_confined(struct shadow_job *j)
+{
+	pthread_t	t;
+
+	if (pthread_create(&t, NULL, sw_job_main, j) != 0) {
+		j->res.ok = 0;
+		j->cause = xstrdup("the shadow store: a snapshot's thread "
+		    "cannot be started");
+		j->res.cause = j->cause;
+		return;
+	}
+	pthread_join(t, NULL);
+}
+
 static void
 sw_free(struct shadow_job *j)
 {
@@ -150,7 +204,7 @@ sw_main(void *arg)
 		TAILQ_REMOVE(&sw.queue, j, entry);
 		j->state = SW_RUNNING;
 		pthread_mutex_unlock(&sw.mtx);
-		sw_run(j);
+		sw_run_confined(j);
 		pthread_mutex_lock(&sw.mtx);
 		j->state = SW_DONE;
 		TAILQ_INSERT_TAIL(&sw.done, j, entry);
@@ -198,6 +252,23 @@ shadow_work_init(struct event_base *base)
 {
 	sw.base = base;
 	sw.force_inline = fault_hook_on("SHADOW_INLINE");
+	if (fault_hook_on("SHADOW_NO_LANDLOCK")) {
+		sw.ll_abi = 0;
+		sw.ll_why = "the test hook GBR_TEST_SHADOW_NO_LANDLOCK";
+	} else
+		sw.ll_abi = tconfine_abi(&sw.ll_why);
+	if (sw.ll_abi == 0)
+		log_warn("rewind: command snapshots run unconfined (%s): a "
+		    "process writing a workspace during one could make gbrd "
+		    "store a file from outside it", sw.ll_why);
+}
+
+/* daemon.status: whether snapshots are confined by the kernel. */
+json_t *
+shadow_work_status(void)
+{
+	return json_pack("{s:b, s:i, s:s?}", "active", sw.ll_abi > 0,
+	    "abi", sw.ll_abi, "why_not", sw.ll_abi > 0 ? NULL : sw.ll_why);
 }
 
 /* Starts the worker thread, once. Returns 0 or -1 with *cause. */
@@ -255,8 +326,8 @@ shadow_snapshot_start(struct shadow *sh, const char *base, size_t max,
 	j->cb = cb;
 	j->arg = arg;
 	if (sw.inline_only) {
-		/* No thread to hand it to: run it here, answer from the loop. */
-		sw_run(j);
+		/* The loop waits for it, then answers from the loop. */
+		sw_run_confined(j);
 		pthread_mutex_lock(&sw.mtx);
 		j->state = SW_DONE;
 		TAILQ_INSERT_TAIL(&sw.done, j, entry);
@@ -334,6 +405,13 @@ void
 shadow_work_init(struct event_base *base)
 {
 	(void)base;
+}
+
+json_t *
+shadow_work_status(void)
+{
+	return json_pack("{s:b, s:i, s:s}", "active", 0, "abi", 0, "why_not",
+	    "rewind is not available in this build of gbrd");
 }
 
 struct shadow_job *

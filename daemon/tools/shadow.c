@@ -23,11 +23,15 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "fault.h"
 #include "log.h"
 #include "sha256.h"
 #include "shadow.h"
@@ -50,6 +54,9 @@ static struct shadow	*shadow_stores[SHADOW_OPEN_MAX];
 static size_t		 shadow_nstores;
 static int		 shadow_ready;
 static atomic_int	 shadow_stop;	/* shadow_abort: cut snapshots short */
+/* The test hook GBR_TEST_SHADOW_PAUSE: the folder a snapshot waits at. */
+static const char	*shadow_pause_dir;
+static int		 shadow_paused;	/* it waited already: once a run */
 
 /* libgit2's last error as a new string. */
 static char *
@@ -79,6 +86,7 @@ shadow_init(char **cause)
 	for (i = 0; i < sizeof levels / sizeof levels[0]; i++)
 		(void)git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, levels[i], "");
 	(void)git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+	shadow_pause_dir = fault_hook_str("SHADOW_PAUSE");
 	/* The worker's handles are another thread's: libgit2 must know. */
 	if (!(git_libgit2_features() & GIT_FEATURE_THREADS))
 		log_warn("rewind: libgit2 was built without thread support; "
@@ -199,15 +207,56 @@ shadow_abort(void)
 	atomic_store(&shadow_stop, 1);
 }
 
+/* The store's folder and its workspace (borrowed). */
+const char *
+shadow_gitdir(struct shadow *sh)
+{
+	return sh->gitdir;
+}
+
+const char *
+shadow_root(struct shadow *sh)
+{
+	return sh->root;
+}
+
+/*
+ * The test hook GBR_TEST_SHADOW_PAUSE=PATH: the first time in a run that
+ * a snapshot's walk meets PATH (or a path beneath it), it makes the file
+ * test-paused in the store and waits, up to 10 s, until the test removes
+ * it: the test swaps a folder for a link at that very moment, as a
+ * process writing the workspace could by chance.
+ */
+static void
+shadow_pause(struct shadow *sh, const char *path)
+{
+	struct timespec	 ts = { 0, 10 * 1000 * 1000 };
+	struct stat	 st;
+	size_t		 n = strlen(shadow_pause_dir);
+	char		*mark;
+	int		 i, fd;
+
+	if (path == NULL || shadow_paused || strncmp(path, shadow_pause_dir,
+	    n) != 0 || (path[n] != '\0' && path[n] != '/'))
+		return;
+	shadow_paused = 1;
+	mark = xasprintf("%s/test-paused", sh->gitdir);
+	if ((fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+		close(fd);
+	for (i = 0; i < 1000 && lstat(mark, &st) == 0; i++)
+		nanosleep(&ts, NULL);
+	(void)unlink(mark);
+	free(mark);
+}
+
 /* libgit2's diff progress: a non-zero return ends the walk. */
 static int
 shadow_progress(const git_diff *d, const char *old_path, const char *new_path,
     void *arg)
 {
 	(void)d;
-	(void)old_path;
-	(void)new_path;
-	(void)arg;
+	if (shadow_pause_dir != NULL)
+		shadow_pause(arg, new_path != NULL ? new_path : old_path);
 	return atomic_load(&shadow_stop) ? GIT_EUSER : 0;
 }
 
@@ -287,6 +336,7 @@ shadow_snapshot(struct shadow *sh, char tree[SHADOW_OID_LEN + 1],
 	    GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_INCLUDE_TYPECHANGE |
 	    GIT_DIFF_UPDATE_INDEX;
 	opts.progress_cb = shadow_progress;
+	opts.payload = sh;
 	if (shadow_worker_open(sh, cause) != 0)
 		return -1;
 	/* Another process may have written the index: read it if so. */
@@ -477,6 +527,20 @@ int
 shadow_available(void)
 {
 	return 0;
+}
+
+const char *
+shadow_gitdir(struct shadow *sh)
+{
+	(void)sh;
+	return "";
+}
+
+const char *
+shadow_root(struct shadow *sh)
+{
+	(void)sh;
+	return "";
 }
 
 int

@@ -64,6 +64,9 @@ void		 shadow_shutdown(void);
 int		 shadow_lib_init(char **cause);
 /* 1 if the store holds an object (40 hex digits), else 0. */
 int		 shadow_has(struct shadow *, const char *oid);
+/* The store's folder, and the workspace it keeps (borrowed). */
+const char	*shadow_gitdir(struct shadow *);
+const char	*shadow_root(struct shadow *);
 /* 1 if this build can snapshot commands (libgit2 is there). */
 int		 shadow_available(void);
 /* Stores len bytes; *oid gets their id. Returns 0 or -1 with *cause. */
@@ -110,8 +113,17 @@ struct shadow_result {
 };
 typedef void	(*shadow_done_cb)(void *arg, const struct shadow_result *);
 
-/* The loop the results come back on; before the first job. */
+/*
+ * The loop the results come back on; before the first job. Learns whether
+ * the kernel can confine snapshots (Landlock) and logs once if not.
+ */
 void		 shadow_work_init(struct event_base *);
+/*
+ * daemon.status's shadow.confinement, a new object: {active, abi,
+ * why_not}: whether each snapshot runs on a thread the kernel confines to
+ * its workspace (read) and store (read, write).
+ */
+json_t		*shadow_work_status(void);
 /*
  * Snapshots sh's work tree on the worker thread, then, if base is not
  * NULL, diffs the tree base against it (at most max entries, as
