@@ -442,9 +442,6 @@ ctl_log_verify(struct ctl *ctl, int argc, char **argv)
 			return CTL_EXIT_USAGE;
 		}
 	}
-	v.ring = xcalloc(CTL_CHAIN_RING, sizeof *v.ring);
-	logchain_init(&v.chain, 0, NULL);
-	v.chain_known = 1;
 	dir = xasprintf("%s/log", state);
 	if ((dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		fprintf(stderr, "gbrctl: %s: %s\n", dir, strerror(errno));
@@ -467,6 +464,9 @@ ctl_log_verify(struct ctl *ctl, int argc, char **argv)
 		json_decref(files);
 		return CTL_EXIT_ERROR;
 	}
+	v.ring = xcalloc(CTL_CHAIN_RING, sizeof *v.ring);
+	logchain_init(&v.chain, 0, NULL);
+	v.chain_known = 1;
 	if (!ctl->json)
 		printf("disk log %s%s: %zu segment%s, %zu snapshot%s\n", dir,
 		    live ? " (in use by a running gbrd)" : "", d.nsegs,
