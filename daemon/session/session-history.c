@@ -304,6 +304,26 @@ hist_resident(const struct session *s)
 }
 
 /*
+ * An idle session's event ring goes back too, when nobody is attached and
+ * the disk log still holds every event in it: a client that comes back
+ * catches up from the log (catchup.c), as after a restart. A ring whose
+ * events the log has dropped stays (it is their last copy; [session]
+ * events_memory bounds all rings).
+ */
+static void
+ring_trim_idle(struct session *s)
+{
+	uint64_t	 lseq;
+
+	if (s->nattached > 0 || ring_count(&s->ring) == 0)
+		return;
+	lseq = logindex_find(&s->lidx, session_ring_first(s));
+	if (lseq + 1 < disklog_first_seq())
+		return;
+	ring_release(&session_rings, &s->ring);
+}
+
+/*
  * Lets the histories nobody read for [session] history_idle seconds leave
  * memory (the part a written snapshot has in the side file), then the
  * least recently read ones while the resident total is over [session]
@@ -320,6 +340,10 @@ hist_trim(void)
 	size_t			 n = 0, cap = 0, i;
 
 	TAILQ_FOREACH(s, &session_all, entry) {
+		if (s->state != SESSION_RUNNING &&
+		    s->state != SESSION_AWAITING_APPROVAL &&
+		    now - s->ring_used_ms >= idle)
+			ring_trim_idle(s);
 		if (s->state == SESSION_RUNNING ||
 		    s->state == SESSION_AWAITING_APPROVAL ||
 		    s->hist_saved_n <= s->hist_base) {

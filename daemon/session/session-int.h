@@ -143,6 +143,7 @@ struct session {
 	int			 hist_pend;
 
 	struct ring		 ring;		/* recent events, in session_rings */
+	uint64_t		 ring_used_ms;	/* last push (monotonic) */
 
 	struct logindex		 lidx;		/* where its events are in the log */
 

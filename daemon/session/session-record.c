@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config.h"
 #include "disklog.h"
 #include "fault.h"
@@ -107,6 +108,7 @@ session_ring_push(struct session *s, uint64_t seq, char *line, size_t len)
 	lim.bytes = cfg->session_ring_bytes;
 	lim.pool_bytes = cfg->session_events_memory;
 	ring_push(&session_rings, &s->ring, seq, line, len, &lim);
+	s->ring_used_ms = (uint64_t)clock_mono_ms();
 }
 
 /* Disk log callback: a record is written; announce what is ready, in order. */

@@ -224,6 +224,18 @@ disklog_last_seq(void)
 	return dl.next_seq > 0 ? dl.next_seq - 1 : 0;
 }
 
+/* The oldest seq log.read can still give (segments dropped before it). */
+uint64_t
+disklog_first_seq(void)
+{
+	uint64_t	 first;
+
+	pthread_mutex_lock(&dl.seg_mtx);
+	first = dl.nsegs > 0 ? dl.segs[0]->first_seq : dl.snap_seq + 1;
+	pthread_mutex_unlock(&dl.seg_mtx);
+	return first;
+}
+
 /* Returns the last seq done. */
 uint64_t
 disklog_done_seq(void)

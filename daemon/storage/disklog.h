@@ -149,6 +149,8 @@ const char	*disklog_replay_payload(size_t *len);
 
 /* The last sequence number given out. */
 uint64_t	 disklog_last_seq(void);
+/* The oldest seq disklog_read can still give (a snapshot dropped the rest). */
+uint64_t	 disklog_first_seq(void);
 /* The last seq done: it and every record before it are written (or fsynced). */
 uint64_t	 disklog_done_seq(void);
 /*

@@ -345,6 +345,56 @@ def test_idle_histories_leave_memory(make_daemon, tmpdir_short):
     d.stop()
 
 
+def catch_up(d, sid):
+    """Every event of a session a new client attached with after_seq 0
+    gets, as the lines it got them."""
+    w = d.conn()
+    rid = w.request("session.attach", {"session": sid, "after_seq": 0})
+    w.sock.settimeout(10)
+    lines = []
+    while True:
+        line = w.recv_line()
+        m = json.loads(line)
+        if m.get("id") == rid:
+            assert "result" in m, m
+            continue
+        if m.get("method") != "event":
+            continue
+        if m["params"].get("type") == "replay_complete":
+            break
+        assert m["params"].get("type") != "resync_required", m
+        lines.append(line)
+    w.close()
+    return lines
+
+
+def test_idle_event_rings_leave_memory(make_daemon, tmpdir_short):
+    """Nobody attached and idle for [session] history_idle, a session's
+    event ring leaves memory when the disk log still holds its events; a
+    client that comes back gets every event from the log, byte for byte
+    what the ring gave."""
+    ws = os.path.join(tmpdir_short, "ws")
+    os.makedirs(ws)
+    d = make_daemon(config="[session]\nhistory_idle = 2\n")
+    c = d.conn()
+    sid = c.call("session.create", {"workspace": ws})["result"]["id"]
+    for i in range(5):
+        send(c, sid, "message %d " % i + "r" * 5000)
+    wait_idle(c, sid)
+    assert status(d)["sessions"]["events_memory_bytes"] > 25000
+    from_ring = catch_up(d, sid)
+    assert len(from_ring) > 10, from_ring
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        if status(d)["sessions"]["events_memory_bytes"] == 0:
+            break
+        time.sleep(0.2)
+    assert status(d)["sessions"]["events_memory_bytes"] == 0
+    assert catch_up(d, sid) == from_ring
+    c.close()
+    d.stop()
+
+
 def test_restart_replays_only_what_follows_the_last_snapshot(make_daemon,
                                                              tmpdir_short):
     """[log] snapshot_bytes: a snapshot every so many bytes logged, far
