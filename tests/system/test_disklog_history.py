@@ -411,6 +411,7 @@ def test_restart_replays_only_what_follows_the_last_snapshot(make_daemon,
     for i in range(40):
         for sid in sids:
             send(c, sid, "message %d " % i + "q" * 8000)
+    wait_covered(d, c, sids[0], 3)
     dl = status(d)["disklog"]
     assert dl["snapshot"]["written"] >= 5, dl
     assert dl["first_seq"] == 1, dl           # nothing dropped: log.read has it all
@@ -442,6 +443,28 @@ def test_restart_replays_only_what_follows_the_last_snapshot(make_daemon,
     d.stop()
 
 
+def wait_covered(d, c, sid, k):
+    """Until a written snapshot is past the start of the k-th segment, so
+    that the segments before it are covered (snapshots are written by the
+    writer thread, later under load): logs a little more while waiting."""
+    logdir = os.path.join(d.state, "log")
+    deadline = time.time() + 60
+    seen = None
+    while time.time() < deadline:
+        segs = sorted(f for f in os.listdir(logdir) if f.endswith(".seg"))
+        snap = status(d)["disklog"]["snapshot"] or {"written": 0}
+        # The k-th segment exists: what came before it is written, so a
+        # snapshot encoded from now on has the chain's head past it too
+        # (the second one surely: the first may have been encoded just
+        # before).
+        if seen is None and len(segs) > k:
+            seen = snap["written"]
+        if seen is not None and snap["written"] >= seen + 2:
+            return segs
+        send(c, sid, "more " + "m" * 8000)
+    raise AssertionError("no snapshot past segment %d" % k)
+
+
 def read_all(c, upto, limit=7):
     """Every record up to seq upto through log.read, in small pages."""
     out, after = [], 0
@@ -468,12 +491,11 @@ def test_damage_in_a_covered_segment_is_found_when_read(make_daemon,
     sid = c.call("session.create", {"workspace": ws})["result"]["id"]
     for i in range(60):
         send(c, sid, "message %d " % i + "q" * 8000)
+    segs = wait_covered(d, c, sid, 2)
     before = digest(c, sid)
     c.close()
     d.kill9()
     logdir = os.path.join(d.state, "log")
-    segs = sorted(f for f in os.listdir(logdir) if f.endswith(".seg"))
-    assert len(segs) >= 3, segs
     victim = os.path.join(logdir, segs[0])
     with open(victim, "r+b") as f:
         f.seek(64 + 20000)
